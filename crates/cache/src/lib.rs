@@ -1,0 +1,1 @@
+//! pmlab-cache: see ARCHITECTURE.md.

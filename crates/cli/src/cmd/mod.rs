@@ -1,0 +1,9 @@
+//! One module per subcommand; each exposes `Args` (clap) and `run`.
+
+pub mod bench;
+pub mod dinero;
+pub mod fs;
+pub mod placement;
+pub mod reproduce;
+pub mod scm;
+pub mod trace;

@@ -1,0 +1,53 @@
+//! The `pmlab` command-line front end: one subcommand per job, each in its own module
+//! under `cmd/`.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// pmlab: a reference system for memory-centric computing with persistent memory.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Reproduce a paper's evaluation (tables beside the paper's figures, JSON/CSV, plots).
+    Reproduce(cmd::reproduce::Args),
+    /// A Dinero IV-compatible cache simulator: Dinero IV flags, trace on standard input.
+    #[command(disable_help_flag = true)]
+    Dinero(cmd::dinero::Args),
+    /// Read, convert and record memory-reference traces.
+    Trace(cmd::trace::Args),
+    /// Page placement (Kessler & Hill): the analytic conflict model and friends.
+    Placement(cmd::placement::Args),
+    /// Simulator throughput benchmarks, side by side with Dinero IV.
+    Bench(cmd::bench::Args),
+    /// Storage-class memory regions on this machine: create, inspect, check.
+    Scm(cmd::scm::Args),
+    /// The Aerie file system: serve a volume, fsck, stress.
+    Fs(cmd::fs::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Reproduce(a) => cmd::reproduce::run(a),
+        Command::Dinero(a) => cmd::dinero::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
+        Command::Placement(a) => cmd::placement::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Scm(a) => cmd::scm::run(a),
+        Command::Fs(a) => cmd::fs::run(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pmlab: error: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! pmlab-experiments: see ARCHITECTURE.md.

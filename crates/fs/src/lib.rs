@@ -1,0 +1,1 @@
+//! pmlab-fs: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! pmlab-model: see ARCHITECTURE.md.

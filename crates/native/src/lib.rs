@@ -1,0 +1,1 @@
+//! pmlab-native: see ARCHITECTURE.md.

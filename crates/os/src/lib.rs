@@ -1,0 +1,1 @@
+//! pmlab-os: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! pmlab-report: see ARCHITECTURE.md.

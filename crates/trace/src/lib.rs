@@ -1,0 +1,1 @@
+//! pmlab-trace: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! pmlab-tx: see ARCHITECTURE.md.
