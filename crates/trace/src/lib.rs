@@ -1,8 +1,48 @@
 //! Memory-reference traces: the record type every simulator in pmlab consumes, and
-//! readers and writers for the formats pmlab accepts (see the `formats` documentation).
+//! readers and writers for the formats pmlab accepts.
 //!
 //! Readers hand out references in batches ([`RefSource::next_batch`]) so that the
 //! per-reference cost of the simulators' hot loops is not dominated by dynamic dispatch.
+//!
+//! # Formats
+//!
+//! | [`Format`] | reads | writes | description |
+//! |---|---|---|---|
+//! | `DinExtended` (`D`) | yes | yes | Dinero IV `-informat D`: `r|w|i|m ADDR SIZE`, hex |
+//! | `DinTraditional` (`d`) | yes | no | Dinero III/IV `-informat d`: `LABEL ADDR [junk]` |
+//! | `Lackey` | yes | no | valgrind `--tool=lackey --trace-mem=yes` output |
+//! | `Binary` | yes | yes | pmlab's compact binary format (16-byte records) |
+//!
+//! The exact grammar of each, and the binary layout, are in `crates/trace/FORMAT.md`.
+//! Any input may be xz- or zstd-compressed; compression and the binary format are
+//! recognised by their magic bytes, the text formats by the shape of their first line
+//! ([`detect_format`]). Open a trace with [`open_trace`] (a path, `-` for standard
+//! input) or [`trace_from_reader`]; write one with [`create_trace_writer`].
+//!
+//! Several per-process traces are merged into one multiprogrammed trace by
+//! [`Interleave`]; [`TraceInfo`] summarises a trace; [`record`] captures a real
+//! program's trace with valgrind lackey.
+
+mod binary;
+mod detect;
+mod din;
+mod hex;
+mod lackey;
+mod output;
+mod textbuf;
+
+pub use binary::{
+    BINARY_HEADER_LEN, BINARY_MAGIC, BINARY_RECORD_LEN, BINARY_VERSION, BinaryReader, BinaryWriter,
+};
+pub use detect::{
+    Compression, Format, detect_compression, detect_format, open_trace, trace_from_reader,
+};
+pub use din::{DinReader, DinWriter};
+pub use lackey::LackeyReader;
+pub use output::{RefSink, TraceWriter, create_trace_writer};
+
+/// Default number of references a batch holds when the caller's buffer has no capacity.
+pub const DEFAULT_BATCH: usize = 4096;
 
 /// What a reference does, with Dinero IV's numeric codes (din format's first field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -16,6 +56,42 @@ pub enum Kind {
     Instr = 2,
     /// A miscellaneous reference (din `3` / `m`), counted by Dinero IV under "Misc".
     Misc = 3,
+}
+
+impl Kind {
+    /// All kinds, in din-code order.
+    pub const ALL: [Kind; 4] = [Kind::Read, Kind::Write, Kind::Instr, Kind::Misc];
+
+    /// The kind with din code `code` (0..=3), if any.
+    pub fn from_code(code: u8) -> Option<Kind> {
+        match code {
+            0 => Some(Kind::Read),
+            1 => Some(Kind::Write),
+            2 => Some(Kind::Instr),
+            3 => Some(Kind::Misc),
+            _ => None,
+        }
+    }
+
+    /// The extended-din access letter (`r`, `w`, `i`, `m`).
+    pub fn letter(self) -> u8 {
+        match self {
+            Kind::Read => b'r',
+            Kind::Write => b'w',
+            Kind::Instr => b'i',
+            Kind::Misc => b'm',
+        }
+    }
+
+    /// A lower-case name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Instr => "instr",
+            Kind::Misc => "misc",
+        }
+    }
 }
 
 /// One memory reference.
@@ -36,6 +112,47 @@ pub trait RefSource {
     /// Clears `buf` and fills it with up to `buf.capacity()` (at least one) next
     /// references; returns how many were read, 0 at the end of the trace.
     fn next_batch(&mut self, buf: &mut Vec<Ref>) -> Result<usize, TraceError>;
+}
+
+impl<S: RefSource + ?Sized> RefSource for Box<S> {
+    fn next_batch(&mut self, buf: &mut Vec<Ref>) -> Result<usize, TraceError> {
+        (**self).next_batch(buf)
+    }
+}
+
+/// Reads a whole source into memory (for tests and small traces).
+pub fn read_all(source: &mut dyn RefSource) -> Result<Vec<Ref>, TraceError> {
+    let mut all = Vec::new();
+    let mut buf = Vec::with_capacity(DEFAULT_BATCH);
+    while source.next_batch(&mut buf)? > 0 {
+        all.extend_from_slice(&buf);
+    }
+    Ok(all)
+}
+
+/// A source over references already in memory.
+#[derive(Clone, Debug, Default)]
+pub struct VecSource {
+    refs: Vec<Ref>,
+    next: usize,
+}
+
+impl VecSource {
+    /// A source that yields `refs` in order.
+    pub fn new(refs: Vec<Ref>) -> Self {
+        VecSource { refs, next: 0 }
+    }
+}
+
+impl RefSource for VecSource {
+    fn next_batch(&mut self, buf: &mut Vec<Ref>) -> Result<usize, TraceError> {
+        buf.clear();
+        let want = buf.capacity().max(1);
+        let end = (self.next + want).min(self.refs.len());
+        buf.extend_from_slice(&self.refs[self.next..end]);
+        self.next = end;
+        Ok(buf.len())
+    }
 }
 
 /// A malformed or unreadable trace: what is wrong and where.
@@ -63,6 +180,15 @@ pub enum TraceError {
         /// The field that is wrong.
         field: &'static str,
         /// What is wrong with it.
+        message: String,
+    },
+    /// A trace whose format or compression cannot be recognised or is not supported
+    /// for the requested operation.
+    #[error("{source_name}: {message}")]
+    Format {
+        /// File name, or `<stdin>`.
+        source_name: String,
+        /// What is wrong.
         message: String,
     },
     /// An I/O error while reading.
