@@ -27,8 +27,11 @@ mod binary;
 mod detect;
 mod din;
 mod hex;
+mod info;
+mod interleave;
 mod lackey;
 mod output;
+pub mod record;
 mod textbuf;
 
 pub use binary::{
@@ -38,6 +41,8 @@ pub use detect::{
     Compression, Format, detect_compression, detect_format, open_trace, trace_from_reader,
 };
 pub use din::{DinReader, DinWriter};
+pub use info::{FOOTPRINT_PAGE, TraceInfo};
+pub use interleave::{Interleave, ProcessEnd, SwitchUnit};
 pub use lackey::LackeyReader;
 pub use output::{RefSink, TraceWriter, create_trace_writer};
 

@@ -1,14 +1,248 @@
-//! `pmlab trace`.
+//! `pmlab trace`: convert, summarise, interleave, record and time memory-reference traces.
+//! The formats and the logic live in `pmlab-trace`; this module wires them to flags.
+
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use pmlab_trace::record::{RecordOptions, record};
+use pmlab_trace::{
+    DEFAULT_BATCH, Format, Interleave, RefSink, RefSource, SwitchUnit, TraceInfo,
+    create_trace_writer, open_trace,
+};
 
 /// Arguments of `pmlab trace`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Remaining arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    rest: Vec<String>,
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Convert a trace between formats (`-` is standard input/output).
+    Convert {
+        /// Input trace (xz/zstd detected by magic).
+        input: String,
+        /// Output trace; `.zst`/`.xz` endings compress.
+        output: String,
+        /// Input format: D, d, lackey, bin (default: detected).
+        #[arg(long)]
+        from: Option<Format>,
+        /// Output format: bin or D (default: D if the name contains `.din`, else bin).
+        #[arg(long)]
+        to: Option<Format>,
+        /// zstd level for `.zst` output.
+        #[arg(long, default_value_t = 19)]
+        level: i32,
+    },
+    /// Summarise a trace: counts by kind and process, address range, 4 KiB-page footprint.
+    Info {
+        /// Input trace (`-` for standard input).
+        input: String,
+        /// Input format (default: detected).
+        #[arg(long)]
+        from: Option<Format>,
+    },
+    /// Interleave per-process traces round-robin (Kessler & Hill's multiprogrammed traces);
+    /// process i (from 0) gets pid i unless --pids names them.
+    Interleave {
+        /// Quantum: instructions (or references with --unit refs) between switches;
+        /// Mult2.2 used 214000, Mult2 134000.
+        #[arg(long)]
+        switch: u64,
+        /// What the quantum counts: instr or refs.
+        #[arg(long, default_value = "instr")]
+        unit: String,
+        /// Process ids, comma-separated, one per input.
+        #[arg(long, value_delimiter = ',')]
+        pids: Option<Vec<u16>>,
+        /// Input traces.
+        #[arg(required = true)]
+        inputs: Vec<String>,
+        /// Output trace (binary; `.zst`/`.xz` compress).
+        #[arg(short = 'o', long)]
+        output: String,
+        /// Output format: bin or D.
+        #[arg(long)]
+        to: Option<Format>,
+        /// zstd level for `.zst` output.
+        #[arg(long, default_value_t = 19)]
+        level: i32,
+    },
+    /// Record a program's references with valgrind lackey into the binary format.
+    Record {
+        /// Stop after this many references.
+        #[arg(long)]
+        max_refs: Option<u64>,
+        /// Drop this many references first (program start-up).
+        #[arg(long, default_value_t = 0)]
+        skip_refs: u64,
+        /// Output trace (`.zst` compresses); standard output if omitted.
+        #[arg(short = 'o', long, default_value = "-")]
+        output: String,
+        /// zstd level for `.zst` output.
+        #[arg(long, default_value_t = 19)]
+        level: i32,
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+    /// Read a trace to its end and report the reader's throughput.
+    Throughput {
+        /// Input trace.
+        input: String,
+        /// Input format (default: detected).
+        #[arg(long)]
+        from: Option<Format>,
+        /// References per batch.
+        #[arg(long, default_value_t = DEFAULT_BATCH)]
+        batch: usize,
+    },
 }
 
 /// Runs `pmlab trace`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab trace` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        TraceCommand::Convert {
+            input,
+            output,
+            from,
+            to,
+            level,
+        } => {
+            let mut source = open_trace(&input, from)?;
+            let sink =
+                create_trace_writer(&output, to.unwrap_or_else(|| output_format(&output)), level)?;
+            let n = copy(&mut *source, sink)?;
+            eprintln!("{n} references written to {output}");
+            Ok(())
+        }
+        TraceCommand::Info { input, from } => {
+            let mut source = open_trace(&input, from)?;
+            let info = TraceInfo::gather(&mut *source)?;
+            println!("{info}");
+            Ok(())
+        }
+        TraceCommand::Interleave {
+            switch,
+            unit,
+            pids,
+            inputs,
+            output,
+            to,
+            level,
+        } => {
+            let unit = match unit.as_str() {
+                "instr" | "instructions" => SwitchUnit::Instructions,
+                "refs" | "references" => SwitchUnit::References,
+                other => bail!("--unit {other}: expected instr or refs"),
+            };
+            if switch == 0 {
+                bail!("--switch must be at least 1");
+            }
+            let pids = match pids {
+                Some(p) if p.len() != inputs.len() => {
+                    bail!(
+                        "--pids names {} processes but {} traces were given",
+                        p.len(),
+                        inputs.len()
+                    )
+                }
+                Some(p) => p,
+                None => (0..inputs.len())
+                    .map(|i| u16::try_from(i).context("too many inputs"))
+                    .collect::<anyhow::Result<_>>()?,
+            };
+            let mut merged = Interleave::new(switch, unit);
+            for (input, &pid) in inputs.iter().zip(&pids) {
+                merged.add(pid, open_trace(input, None)?);
+            }
+            let sink =
+                create_trace_writer(&output, to.unwrap_or_else(|| output_format(&output)), level)?;
+            let n = copy(&mut merged, sink)?;
+            eprintln!(
+                "{n} references, {} context switches, written to {output}",
+                merged.switches()
+            );
+            for end in merged.ended() {
+                eprintln!(
+                    "pid {} ended after reference {} ({} refs, {} instructions)",
+                    end.pid, end.at_ref, end.refs, end.instructions
+                );
+            }
+            Ok(())
+        }
+        TraceCommand::Record {
+            max_refs,
+            skip_refs,
+            output,
+            level,
+            command,
+        } => {
+            let mut sink = create_trace_writer(&output, Format::Binary, level)?;
+            let options = RecordOptions {
+                skip_refs,
+                max_refs,
+                ..RecordOptions::default()
+            };
+            let summary = record(&command, &options, &mut *sink)?;
+            sink.finish()?;
+            eprintln!(
+                "recorded {} references (skipped {}) from `{}`{}",
+                summary.refs,
+                summary.skipped,
+                command.join(" "),
+                if summary.stopped_early {
+                    ", stopped at --max-refs"
+                } else {
+                    ""
+                }
+            );
+            if let Some(status) = summary.status.filter(|s| !s.success()) {
+                eprintln!("warning: the recorded program exited with {status}");
+            }
+            Ok(())
+        }
+        TraceCommand::Throughput { input, from, batch } => {
+            let mut source = open_trace(&input, from)?;
+            let mut buf = Vec::with_capacity(batch.max(1));
+            let start = Instant::now();
+            let (mut n, mut checksum) = (0u64, 0u64);
+            while source.next_batch(&mut buf)? > 0 {
+                n += buf.len() as u64;
+                // Touch every record so the work cannot be skipped.
+                checksum = buf
+                    .iter()
+                    .fold(checksum, |c, r| c.wrapping_add(r.addr ^ r.size as u64));
+            }
+            let secs = start.elapsed().as_secs_f64();
+            println!(
+                "{n} references in {secs:.3} s: {:.1} M refs/s (checksum {checksum:x})",
+                n as f64 / secs / 1e6
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The output format a file name implies: extended din if it contains `.din`, else binary.
+fn output_format(path: &str) -> Format {
+    if path.contains(".din") {
+        Format::DinExtended
+    } else {
+        Format::Binary
+    }
+}
+
+/// Copies `source` into `sink` and finishes it; returns the number of references.
+fn copy(source: &mut dyn RefSource, mut sink: Box<dyn RefSink>) -> anyhow::Result<u64> {
+    let mut buf = Vec::with_capacity(DEFAULT_BATCH * 16);
+    let mut n = 0u64;
+    while source.next_batch(&mut buf)? > 0 {
+        sink.write_refs(&buf)?;
+        n += buf.len() as u64;
+    }
+    sink.finish()?;
+    Ok(n)
 }

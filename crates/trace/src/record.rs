@@ -1,0 +1,171 @@
+//! Recording a real program's trace with valgrind lackey.
+//!
+//! `valgrind --tool=lackey --trace-mem=yes --log-fd=N CMD ARGS` runs the program on
+//! valgrind's synthetic CPU and prints every instruction fetch and data access to fd N.
+//! N is the write end of a pipe this process reads, so lackey's text (tens of bytes per
+//! reference) streams through the lackey parser straight into the sink and is never
+//! stored. Recording stops after `max_refs` references by killing valgrind.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::process::{Command, ExitStatus, Stdio};
+
+use crate::{DEFAULT_BATCH, LackeyReader, RefSink, RefSource, TraceError};
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// References to drop before recording starts (program start-up).
+    pub skip_refs: u64,
+    /// Stop after this many recorded references.
+    pub max_refs: Option<u64>,
+    /// The valgrind executable.
+    pub valgrind: String,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            skip_refs: 0,
+            max_refs: None,
+            valgrind: "valgrind".to_string(),
+        }
+    }
+}
+
+/// What a recording produced.
+#[derive(Clone, Debug)]
+pub struct RecordSummary {
+    /// References written to the sink.
+    pub refs: u64,
+    /// References skipped before recording.
+    pub skipped: u64,
+    /// Whether recording stopped at `max_refs` (valgrind was then killed).
+    pub stopped_early: bool,
+    /// valgrind's exit status when the program ran to its end.
+    pub status: Option<ExitStatus>,
+}
+
+/// Why a recording failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// valgrind is not installed.
+    #[error("valgrind ('{0}') not found: install valgrind: apt-get install valgrind")]
+    ValgrindMissing(String),
+    /// No command was given.
+    #[error("no command to record")]
+    NoCommand,
+    /// A system call failed.
+    #[error("{what}: {error}")]
+    System {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// lackey's output did not parse, or the sink failed.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// valgrind produced no references.
+    #[error("valgrind produced no references (exit status {0}); is the command right?")]
+    Empty(String),
+}
+
+/// Runs `command` under valgrind lackey and writes its references to `sink`. The
+/// program's standard output is discarded (it could otherwise mix with a trace written
+/// to standard output); its standard input and error are inherited.
+pub fn record(
+    command: &[String],
+    options: &RecordOptions,
+    sink: &mut dyn RefSink,
+) -> Result<RecordSummary, RecordError> {
+    let (program, args) = command.split_first().ok_or(RecordError::NoCommand)?;
+    let (read_end, write_end): (OwnedFd, OwnedFd) =
+        nix::unistd::pipe().map_err(|e| RecordError::System {
+            what: "creating the lackey pipe",
+            error: e.into(),
+        })?;
+    // The read end must not leak into valgrind (it would never see the pipe close);
+    // the write end must, so it is left inheritable and named by --log-fd.
+    nix::fcntl::fcntl(
+        read_end.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(|e| RecordError::System {
+        what: "configuring the lackey pipe",
+        error: e.into(),
+    })?;
+    // A larger pipe means fewer wake-ups for a stream of ~20 bytes per reference; failing
+    // to enlarge it only costs speed.
+    let _ = nix::fcntl::fcntl(
+        read_end.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20),
+    );
+    let spawned = Command::new(&options.valgrind)
+        .arg("--tool=lackey")
+        .arg("--trace-mem=yes")
+        .arg(format!("--log-fd={}", write_end.as_raw_fd()))
+        .arg(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn();
+    drop(write_end);
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RecordError::ValgrindMissing(options.valgrind.clone()));
+        }
+        Err(error) => {
+            return Err(RecordError::System {
+                what: "starting valgrind",
+                error,
+            });
+        }
+    };
+    let mut reader = LackeyReader::new(File::from(read_end), "valgrind lackey output");
+    let mut buf = Vec::with_capacity(DEFAULT_BATCH * 16);
+    let (mut skipped, mut refs) = (0u64, 0u64);
+    let mut stopped_early = false;
+    let result: Result<(), RecordError> = (|| {
+        while reader.next_batch(&mut buf)? > 0 {
+            let mut batch = &buf[..];
+            if skipped < options.skip_refs {
+                let n = (options.skip_refs - skipped).min(batch.len() as u64);
+                skipped += n;
+                batch = &batch[n as usize..];
+            }
+            if let Some(max) = options.max_refs {
+                let room = max - refs;
+                if (batch.len() as u64) >= room {
+                    batch = &batch[..room as usize];
+                    stopped_early = true;
+                }
+            }
+            sink.write_refs(batch)?;
+            refs += batch.len() as u64;
+            if stopped_early {
+                break;
+            }
+        }
+        Ok(())
+    })();
+    if stopped_early || result.is_err() {
+        // Our own child, by handle; it may already have exited.
+        let _ = child.kill();
+    }
+    drop(reader);
+    let status = child.wait().map_err(|error| RecordError::System {
+        what: "waiting for valgrind",
+        error,
+    })?;
+    result?;
+    if refs == 0 && skipped == 0 {
+        return Err(RecordError::Empty(status.to_string()));
+    }
+    Ok(RecordSummary {
+        refs,
+        skipped,
+        stopped_early,
+        status: (!stopped_early).then_some(status),
+    })
+}
