@@ -1,0 +1,98 @@
+//! Building an empty volume.
+
+use crate::error::Result;
+use crate::inode::{Inode, Kind};
+use crate::layout::{Params, ROOT_INO, Superblock};
+use crate::media::{PAGE, Tag, seal, zero_page};
+use pmlab_spine::Memory;
+
+/// Owner and permission bits of the root directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RootOwner {
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// Writes an empty file system into `mem`: superblock, empty domain table, empty redo
+/// log, bitmaps, inode table and a root directory. Returns the superblock.
+pub fn mkfs<M: Memory + ?Sized>(mem: &mut M, p: &Params, owner: RootOwner) -> Result<Superblock> {
+    let sb = Superblock::plan(p)?;
+    if sb.meta_pages * PAGE > mem.size() {
+        return Err(crate::error::FsError::NoSpace(format!(
+            "{} metadata pages need {} bytes, the space has {}",
+            sb.meta_pages,
+            sb.meta_pages * PAGE,
+            mem.size()
+        )));
+    }
+    let write = |mem: &mut M, pno: u64, page: &[u8]| mem.write(pno * PAGE, page);
+    // The root directory's table is the first pool page.
+    let root_dir_page = sb.pool_first;
+
+    let mut dt = zero_page();
+    seal(&mut dt, Tag::Domains);
+    write(mem, sb.domtab, &dt[..])?;
+
+    // An all-zero log header means "empty".
+    for pno in sb.log_first..sb.log_first + sb.log_pages {
+        write(mem, pno, &zero_page()[..])?;
+    }
+
+    for i in 0..sb.mbitmap_pages {
+        let mut b = zero_page();
+        let first_bit = i * crate::layout::BITS_PER_PAGE;
+        for pno in 0..=root_dir_page {
+            if pno >= first_bit && pno < first_bit + crate::layout::BITS_PER_PAGE {
+                let bit = pno - first_bit;
+                b[(bit / 8) as usize] |= 1 << (bit % 8);
+            }
+        }
+        seal(&mut b, Tag::Bitmap);
+        write(mem, sb.mbitmap_first + i, &b[..])?;
+    }
+    for d in 0..sb.max_domains {
+        for i in 0..sb.dbitmap_pages {
+            let mut b = zero_page();
+            // Data page 0 of every domain is never handed out: 0 means "hole".
+            if i == 0 {
+                b[0] = 1;
+            }
+            seal(&mut b, Tag::Bitmap);
+            write(mem, sb.dbitmap_of(d) + i, &b[..])?;
+        }
+    }
+    for i in 0..sb.itable_pages {
+        let mut b = zero_page();
+        if i == 0 {
+            let root = Inode {
+                kind: Kind::Dir,
+                height: 0,
+                domain: 0,
+                mode: owner.mode & 0o7777,
+                uid: owner.uid,
+                gid: owner.gid,
+                nlink: 1,
+                size: 0,
+                root: root_dir_page,
+                parent: ROOT_INO,
+                generation: 1,
+            };
+            let (_, off) = sb.inode_pos(ROOT_INO);
+            root.encode(&mut b[off..off + crate::inode::INODE_SIZE]);
+        }
+        seal(&mut b, Tag::Inodes);
+        write(mem, sb.itable_first + i, &b[..])?;
+    }
+    let mut r = zero_page();
+    seal(&mut r, Tag::DirRoot);
+    write(mem, root_dir_page, &r[..])?;
+    // The superblock goes last: a space whose mkfs was interrupted is not a volume.
+    mem.persist(PAGE, (sb.meta_pages - 1) * PAGE)?;
+    write(mem, 0, &sb.encode()[..])?;
+    mem.persist(0, PAGE)?;
+    Ok(sb)
+}
