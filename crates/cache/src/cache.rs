@@ -1,0 +1,274 @@
+//! One cache: its sets, replacement state and counters.
+//!
+//! A set's ways are kept in Dinero IV's stack order (index 0 is the top: most recently
+//! used for LRU, most recently inserted for FIFO and random), with invalid ways at the
+//! end; tree-PLRU keeps ways in place and a tree of bits per set instead. Each way is one
+//! `u64`: the block address with bit 0 set when valid and bit 1 when dirty (blocks are
+//! at least 4 bytes, so both bits are free).
+
+use crate::config::{CacheConfig, Replacement};
+use crate::shadow::Shadow;
+use crate::stats::CacheStats;
+use pmlab_trace::Kind;
+use rand::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+pub(crate) const VALID: u64 = 1;
+pub(crate) const DIRTY: u64 = 2;
+
+/// What one single-block access did to a cache.
+pub(crate) struct BlockOutcome {
+    /// The block was not present.
+    pub miss: bool,
+    /// The write was absorbed (block marked dirty), so nothing is written through.
+    pub absorbed: bool,
+    /// A dirty block was replaced: its address.
+    pub dirty_victim: Option<u64>,
+}
+
+pub(crate) struct Cache {
+    pub cfg: CacheConfig,
+    pub name: String,
+    pub level: usize,
+    /// Index of the cache below; `None` is memory.
+    pub down: Option<usize>,
+    pub stats: CacheStats,
+    pub lg2_block: u32,
+    pub block_mask: u64,
+    pub set_mask: u64,
+    pub assoc: usize,
+    /// `sets * assoc` ways, set-major.
+    pub ways: Vec<u64>,
+    /// Tree-PLRU bits, one word per set.
+    plru: Vec<u64>,
+    pub shadow: Option<Shadow>,
+    /// Draws for random replacement (this cache and its shadow).
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Cache {
+    /// A cache at `level` (1 closest to the processor) on side `side` (0 unified,
+    /// 1 instruction, 2 data); see [`crate::Hierarchy::new`] for the seeding.
+    pub(crate) fn new(cfg: CacheConfig, name: String, level: usize, side: u64, seed: u64) -> Self {
+        let sets = cfg.sets();
+        let assoc = cfg.assoc as usize;
+        Cache {
+            cfg,
+            name,
+            level,
+            down: None,
+            stats: CacheStats::default(),
+            lg2_block: cfg.block_size.trailing_zeros(),
+            block_mask: cfg.block_size - 1,
+            set_mask: sets - 1,
+            assoc,
+            ways: vec![0; sets as usize * assoc],
+            plru: if cfg.repl == Replacement::TreePlru {
+                vec![0; sets as usize]
+            } else {
+                Vec::new()
+            },
+            shadow: cfg
+                .ccc
+                .then(|| Shadow::new(cfg.repl, sets as usize * assoc)),
+            rng: Xoshiro256PlusPlus::seed_from_u64(
+                seed.wrapping_add(4 * level as u64 + side)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn set_of(&self, addr: u64) -> usize {
+        ((addr >> self.lg2_block) & self.set_mask) as usize
+    }
+
+    /// Position of `blk` in set `set`, if present.
+    #[inline(always)]
+    pub(crate) fn find(&self, set: usize, blk: u64) -> Option<usize> {
+        let base = set * self.assoc;
+        let want = blk | VALID | DIRTY;
+        self.ways[base..base + self.assoc]
+            .iter()
+            .position(|&w| (w | DIRTY) == want)
+    }
+
+    /// Tree-PLRU: points every node on the path to way `w` away from it.
+    fn plru_touch(&mut self, set: usize, w: usize) {
+        let mut bits = self.plru[set];
+        let (mut node, mut lo, mut span) = (0usize, 0usize, self.assoc);
+        while span > 1 {
+            span /= 2;
+            if w < lo + span {
+                bits |= 1 << node; // victim search goes right next time
+                node = 2 * node + 1;
+            } else {
+                bits &= !(1 << node);
+                lo += span;
+                node = 2 * node + 2;
+            }
+        }
+        self.plru[set] = bits;
+    }
+
+    fn plru_victim(&self, set: usize) -> usize {
+        let bits = self.plru[set];
+        let (mut node, mut lo, mut span) = (0usize, 0usize, self.assoc);
+        while span > 1 {
+            span /= 2;
+            if bits & (1 << node) == 0 {
+                node = 2 * node + 1;
+            } else {
+                lo += span;
+                node = 2 * node + 2;
+            }
+        }
+        lo
+    }
+
+    /// One access to one block, following Dinero IV's `d4ref`: updates the replacement
+    /// state (unless a write misses a no-write-allocate cache), the dirty bit and the
+    /// miss classification. Counters of fetches and misses are updated too.
+    pub(crate) fn access_block(&mut self, kind: Kind, blk: u64) -> BlockOutcome {
+        let set = self.set_of(blk);
+        let base = set * self.assoc;
+        let found = self.find(set, blk);
+        let is_write = kind == Kind::Write;
+        let allocate = is_write && self.cfg.write_allocate;
+        let mut absorbed = false;
+        let mut dirty_victim = None;
+        if !is_write || found.is_some() || allocate {
+            let pos = match found {
+                Some(p) => match self.cfg.repl {
+                    Replacement::Lru => {
+                        self.ways[base..=base + p].rotate_right(1);
+                        0
+                    }
+                    Replacement::TreePlru => {
+                        self.plru_touch(set, p);
+                        p
+                    }
+                    Replacement::Fifo | Replacement::Random => p,
+                },
+                None => {
+                    let set_ways = &mut self.ways[base..base + self.assoc];
+                    let full = set_ways[self.assoc - 1] & VALID != 0;
+                    match self.cfg.repl {
+                        Replacement::TreePlru => {
+                            let w = match set_ways.iter().position(|&w| w & VALID == 0) {
+                                Some(w) => w,
+                                None => self.plru_victim(set),
+                            };
+                            let old = self.ways[base + w];
+                            if old & (VALID | DIRTY) == VALID | DIRTY {
+                                dirty_victim = Some(old & !(VALID | DIRTY));
+                            }
+                            self.ways[base + w] = blk | VALID;
+                            self.plru_touch(set, w);
+                            w
+                        }
+                        _ => {
+                            // The victim is the bottom of the stack, or for random a
+                            // uniformly chosen way of a full set.
+                            let v = if full && self.cfg.repl == Replacement::Random {
+                                (self.rng.next_u64() % self.assoc as u64) as usize
+                            } else {
+                                self.assoc - 1
+                            };
+                            let old = set_ways[v];
+                            if old & (VALID | DIRTY) == VALID | DIRTY {
+                                dirty_victim = Some(old & !(VALID | DIRTY));
+                            }
+                            set_ways[..=v].rotate_right(1);
+                            set_ways[0] = blk | VALID;
+                            0
+                        }
+                    }
+                }
+            };
+            if is_write && self.cfg.write_back {
+                self.ways[base + pos] |= DIRTY;
+                absorbed = true;
+            }
+        }
+        let miss = found.is_none();
+        if let Some(shadow) = self.shadow.as_mut() {
+            let full_miss = shadow.access(blk, !is_write || allocate, &mut self.rng);
+            if miss {
+                if !full_miss {
+                    self.stats.conflict.bump(kind);
+                } else if shadow.first_touch(blk) {
+                    self.stats.compulsory.bump(kind);
+                } else {
+                    self.stats.capacity.bump(kind);
+                }
+            }
+        }
+        self.stats.fetches.bump(kind);
+        if miss {
+            self.stats.misses.bump(kind);
+        }
+        BlockOutcome {
+            miss,
+            absorbed,
+            dirty_victim,
+        }
+    }
+
+    /// Clears the dirty bit of `blk` if it is present and dirty; true if it was.
+    pub(crate) fn clean(&mut self, blk: u64) -> bool {
+        let set = self.set_of(blk);
+        if let Some(p) = self.find(set, blk) {
+            let w = &mut self.ways[set * self.assoc + p];
+            if *w & DIRTY != 0 {
+                *w &= !DIRTY;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Invalidates `blk` (moving its way to the bottom of the stack, as Dinero IV does);
+    /// true if it was present.
+    pub(crate) fn invalidate(&mut self, blk: u64) -> bool {
+        if let Some(s) = self.shadow.as_mut() {
+            s.invalidate(blk);
+        }
+        let set = self.set_of(blk);
+        let base = set * self.assoc;
+        match self.find(set, blk) {
+            Some(p) => {
+                if self.cfg.repl == Replacement::TreePlru {
+                    self.ways[base + p] = 0;
+                } else {
+                    self.ways[base + p] = 0;
+                    self.ways[base + p..base + self.assoc].rotate_left(1);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Invalidates every block, and empties the classification's reference caches (as
+    /// Dinero IV's whole-cache invalidation does).
+    pub(crate) fn invalidate_all(&mut self) {
+        self.ways.fill(0);
+        if self.shadow.is_some() {
+            self.shadow = Some(Shadow::new(self.cfg.repl, self.ways.len()));
+        }
+    }
+
+    /// Dirty blocks in Dinero IV's copy-back order (sets in order, each from the top of
+    /// its stack down), clearing their dirty bits.
+    pub(crate) fn take_dirty(&mut self) -> Vec<u64> {
+        let mut out = Vec::new();
+        for w in self.ways.iter_mut() {
+            if *w & (VALID | DIRTY) == VALID | DIRTY {
+                out.push(*w & !(VALID | DIRTY));
+                *w &= !DIRTY;
+            }
+        }
+        out
+    }
+}
