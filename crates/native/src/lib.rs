@@ -1,1 +1,32 @@
-//! pmlab-native: see ARCHITECTURE.md.
+//! pmlab-native: the native substrate — storage-class memory regions on this machine.
+//!
+//! A region is a file (on tmpfs, a DAX file system or an ordinary disk), a memfd, or a
+//! device-DAX character device, mapped shared into the address space. Its first page
+//! holds a checksummed [`Header`] (magic, layout version, sizes); opening validates it
+//! and refuses a foreign or corrupted region with an error naming the byte offset and
+//! field. The data area behind it is reached through [`pmlab_spine::Memory`] (so the
+//! code written for the machine model runs here unchanged) or through slices for fast
+//! paths.
+//!
+//! Persistence uses the best instruction CPUID reports ([`CpuPersistFeatures`]):
+//! `clwb`, else `clflushopt`, else `clflush`, each ordered by `sfence`; for files on an
+//! ordinary file system, `msync`. Flushed lines and fences are counted.
+//!
+//! Aerie (paper 004) reduces the kernel to "multiplexing physical memory via the SCM
+//! manager": here the kernel's mmap is that manager, a region is the unit it hands out,
+//! and [`ReadOnlyRegion`] is how a file-system client is given data it may read but not
+//! write.
+
+mod error;
+mod header;
+mod mapping;
+mod persist;
+mod region;
+mod size;
+
+pub use error::{RegionError, RegionSource};
+pub use header::{DATA_OFFSET, HEADER_LEN, Header, LAYOUT_VERSION, MAGIC, MIN_REGION_SIZE};
+pub use mapping::Medium;
+pub use persist::{CpuPersistFeatures, PersistMode};
+pub use region::{ReadOnlyRegion, Region, RegionInfo, default_persist_mode};
+pub use size::parse_size;

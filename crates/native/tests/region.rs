@@ -1,0 +1,198 @@
+//! Regions on tmpfs, on the page cache and in memfds: create, reopen, validate, persist.
+
+use std::io::{Seek, SeekFrom, Write};
+use std::path::Path;
+
+use pmlab_native::{
+    CpuPersistFeatures, Medium, PersistMode, ReadOnlyRegion, Region, RegionError, RegionSource,
+};
+use pmlab_spine::{FlushKind, Memory, PersistCounters};
+
+const MIB: u64 = 1 << 20;
+
+fn shm_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs on Linux")
+}
+
+fn header_field(e: &RegionError) -> Option<(u64, &'static str)> {
+    match e {
+        RegionError::Header { offset, field, .. } => Some((*offset, *field)),
+        _ => None,
+    }
+}
+
+#[test]
+fn memfd_round_trip_and_counters() {
+    let mut r = Region::create_memfd("t", MIB).unwrap();
+    assert_eq!(r.medium(), Medium::Tmpfs);
+    assert_eq!(r.persist_mode(), CpuPersistFeatures::detect().best_mode());
+    assert_eq!(r.size(), MIB - 4096);
+    r.write_u64(100, 0xfeed).unwrap();
+    r.persist(60, 8).unwrap();
+    r.flush(0, 4096, FlushKind::Clflush).unwrap();
+    r.fence();
+    assert_eq!(
+        r.persist_counters(),
+        PersistCounters {
+            flushes: 2 + 64,
+            fences: 2
+        }
+    );
+    assert!(r.write(MIB - 4096 - 4, &[0; 8]).is_err());
+
+    let fd = r.try_clone_fd().unwrap();
+    let mut again = Region::from_fd(fd).unwrap();
+    assert_eq!(again.read_u64(100).unwrap(), 0xfeed);
+    // Both mappings see each other's stores: it is one shared object.
+    again.write_u64(200, 7).unwrap();
+    assert_eq!(r.read_u64(200).unwrap(), 7);
+    assert_eq!(r.data()[100], 0xed);
+}
+
+#[test]
+fn tmpfs_file_reopens_with_its_data() {
+    let dir = shm_dir();
+    let path = dir.path().join("r.scm");
+    {
+        let mut r = Region::create_file(&path, 2 * MIB).unwrap();
+        assert_eq!(r.medium(), Medium::Tmpfs);
+        r.data_mut()[..5].copy_from_slice(b"hello");
+        r.persist(0, 5).unwrap();
+    }
+    let mut r = Region::open(&path).unwrap();
+    let mut b = [0u8; 5];
+    r.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"hello");
+    assert_eq!(r.header().region_size, 2 * MIB);
+    assert!(matches!(
+        Region::create_file(&path, 2 * MIB),
+        Err(RegionError::Io { op: "create", .. })
+    ));
+}
+
+#[test]
+fn page_cache_file_uses_msync() {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let path = dir.path().join("r.scm");
+    let mut r = Region::create_file(&path, MIB).unwrap();
+    if r.medium() != Medium::PageCache {
+        eprintln!("skipped: the crate directory is on {:?}", r.medium());
+        return;
+    }
+    assert_eq!(r.persist_mode(), PersistMode::Msync);
+    r.write_u64(8, 42).unwrap();
+    r.persist(8, 8).unwrap();
+    assert_eq!(
+        r.persist_counters(),
+        PersistCounters {
+            flushes: 1,
+            fences: 1
+        }
+    );
+    let e = r.set_persist_mode(PersistMode::Clflush).unwrap_err();
+    assert!(e.to_string().contains("only msync"), "{e}");
+    drop(r);
+    assert_eq!(Region::open(&path).unwrap().read_u64(8).unwrap(), 42);
+}
+
+fn patch(path: &Path, offset: u64, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn corrupted_and_foreign_regions_are_refused_with_a_location() {
+    let dir = shm_dir();
+    let path = dir.path().join("r.scm");
+    drop(Region::create_file(&path, MIB).unwrap());
+
+    patch(&path, 20, &[0xff]);
+    let e = Region::open(&path).unwrap_err();
+    assert_eq!(header_field(&e), Some((60, "checksum")), "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    assert!(e.to_string().contains("region_size"), "{e}");
+    assert_eq!(
+        header_field(&ReadOnlyRegion::open(&path).unwrap_err()),
+        Some((60, "checksum"))
+    );
+
+    let foreign = dir.path().join("foreign");
+    std::fs::write(&foreign, vec![b'x'; 8192]).unwrap();
+    let e = Region::open(&foreign).unwrap_err();
+    assert_eq!(header_field(&e), Some((0, "magic")), "{e}");
+
+    let tiny = dir.path().join("tiny");
+    std::fs::write(&tiny, b"PMLAB").unwrap();
+    assert!(matches!(
+        Region::open(&tiny),
+        Err(RegionError::BadSize { size: 5, .. })
+    ));
+
+    let grown = dir.path().join("grown");
+    drop(Region::create_file(&grown, MIB).unwrap());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&grown)
+        .unwrap()
+        .set_len(2 * MIB)
+        .unwrap();
+    let e = Region::open(&grown).unwrap_err();
+    assert_eq!(header_field(&e), Some((16, "region_size")), "{e}");
+
+    let e = Region::create_memfd("odd", MIB + 1).unwrap_err();
+    assert!(matches!(e, RegionError::BadSize { .. }), "{e}");
+}
+
+/// The permissions column of the /proc/self/maps line that starts at `addr`.
+fn mapping_perms(addr: usize) -> String {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let start = format!("{addr:x}-");
+    let line = maps
+        .lines()
+        .find(|l| l.starts_with(&start))
+        .expect("mapping listed");
+    line.split_whitespace().nth(1).unwrap().to_string()
+}
+
+#[test]
+fn read_only_region_holds_no_writable_mapping() {
+    let mut r = Region::create_memfd("ro", MIB).unwrap();
+    r.write_u64(0, 99).unwrap();
+    let ro = ReadOnlyRegion::from_fd(r.read_only_fd().unwrap()).unwrap();
+    assert_eq!(ro.read_u64(0).unwrap(), 99);
+    assert!(ro.info().persist_mode.is_none());
+    let base = ro.data().as_ptr() as usize - pmlab_native::DATA_OFFSET as usize;
+    assert_eq!(mapping_perms(base), "r--s");
+    let rw_base = r.data().as_ptr() as usize - pmlab_native::DATA_OFFSET as usize;
+    assert_eq!(mapping_perms(rw_base), "rw-s");
+    // A read-only descriptor cannot be mapped writable.
+    assert!(Region::from_fd(r.read_only_fd().unwrap()).is_err());
+}
+
+#[test]
+fn sealed_memfd_refuses_new_writable_mappings() {
+    let mut r = Region::create_memfd("sealed", MIB).unwrap();
+    r.seal_future_writes().unwrap();
+    r.write_u64(0, 5).unwrap(); // the existing writable mapping keeps working
+    let e = Region::from_fd(r.try_clone_fd().unwrap()).unwrap_err();
+    assert!(matches!(e, RegionError::Io { op: "mmap", .. }), "{e}");
+    let ro = ReadOnlyRegion::from_fd(r.try_clone_fd().unwrap()).unwrap();
+    assert_eq!(ro.read_u64(0).unwrap(), 5);
+    assert!(matches!(ro.source(), RegionSource::Fd(_)));
+}
+
+#[test]
+fn persist_modes_can_be_switched_only_to_supported_ones() {
+    let cpu = CpuPersistFeatures::detect();
+    let mut r = Region::create_memfd("modes", MIB).unwrap();
+    for m in PersistMode::ALL {
+        let res = r.set_persist_mode(m);
+        assert_eq!(res.is_ok(), cpu.supports(m), "{m}: {res:?}");
+        if res.is_ok() {
+            r.write_u64(64, m as u64).unwrap();
+            r.persist(64, 8).unwrap();
+            assert_eq!(r.persist_mode(), m);
+        }
+    }
+}
