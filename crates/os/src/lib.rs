@@ -1,1 +1,52 @@
-//! pmlab-os: see ARCHITECTURE.md.
+//! pmlab-os: the OS model of pmlab, built for Kessler & Hill's careful page mapping
+//! ("Miss Reduction in Large, Real-Indexed Caches", 1990).
+//!
+//! The model follows the paper's simulator (section 4.1.2):
+//!
+//! * physical memory is `N` page frames kept on one global, exact LRU list;
+//! * the pool of available frames is the bottom `K` frames of that list (Figure 9), so
+//!   exactly `K` frames are offered at every mapping, even when memory is still unused;
+//! * a virtual page `(pid, vpn)` is mapped when it is first touched, by a
+//!   [`PlacementPolicy`] choosing a frame from the pool; taking a frame that still holds
+//!   another page unmaps that page (it faults again on its next touch, and is counted);
+//! * a touch of a mapped page makes its frame most recently used (O(1));
+//! * a process that exits releases its frames to the bottom of the list.
+//!
+//! Address spaces are identified by a [`Pid`], which is also the ASID a tagged TLB uses.
+//! The machine model translates with [`Os::translate`] (no side effects) and touches with
+//! [`Os::touch`] / [`Os::access`] (LRU update, faults).
+//!
+//! Randomness (the LRU list's initial order, random placement, tie breaks, bin-hopping
+//! start bins) comes from xoshiro256++ (`rand_xoshiro::Xoshiro256PlusPlus`) seeded from
+//! the configuration, so a run is a function of its configuration.
+//!
+//! Conflict statistics per address space are in [`conflicts_of`] / [`Os::conflicts`].
+
+mod bin_tree;
+mod error;
+mod geometry;
+mod lru;
+mod memory;
+mod os;
+mod page_table;
+pub mod policy;
+mod pool;
+mod stats;
+
+pub use bin_tree::BinTree;
+pub use error::OsError;
+pub use geometry::{CacheGeometry, PageSize};
+pub use memory::PhysicalMemory;
+pub use os::{Os, OsConfig, OsCounters};
+pub use page_table::AddressSpace;
+pub use policy::{PlacementPolicy, PolicyKind};
+pub use pool::Pool;
+pub use stats::{ConflictStats, conflicts_of, min_conflicts};
+
+/// A process id; it names one address space and doubles as its ASID.
+pub type Pid = u32;
+/// A virtual page number (virtual address divided by the page size).
+pub type Vpn = u64;
+/// A physical page frame number, `0..N`; the physical address of a frame is
+/// `pfn as u64 * page_size`.
+pub type Pfn = u32;

@@ -1,0 +1,53 @@
+//! Per-address-space `used` state of the careful heuristics.
+
+use std::collections::HashMap;
+
+use crate::{BinTree, Pfn, Pid};
+
+/// For each address space, a bin tree counting its resident pages per bin.
+///
+/// The paper keeps `used` per address space ("used is the number of pages previously
+/// mapped to the bin by the address space", section 3.2.3; "a used bin tree is needed by
+/// each address space", section 3.2.4): the heuristics minimise conflicts within an
+/// address space first. A page that loses its frame to another mapping is no longer
+/// counted, since it no longer occupies the bin (section 5 on updating `used` when pages
+/// are removed).
+#[derive(Debug, Clone)]
+pub(crate) struct UsedBins {
+    bins: u32,
+    zero: BinTree,
+    per_pid: HashMap<Pid, BinTree>,
+}
+
+impl UsedBins {
+    pub(crate) fn new(bins: u32) -> Self {
+        UsedBins {
+            bins,
+            zero: BinTree::new(bins),
+            per_pid: HashMap::new(),
+        }
+    }
+
+    /// The used tree of `pid` (all zero if it has no pages).
+    pub(crate) fn of(&self, pid: Pid) -> &BinTree {
+        self.per_pid.get(&pid).unwrap_or(&self.zero)
+    }
+
+    pub(crate) fn mapped(&mut self, pid: Pid, pfn: Pfn) {
+        let bins = self.bins;
+        self.per_pid
+            .entry(pid)
+            .or_insert_with(|| BinTree::new(bins))
+            .add(pfn);
+    }
+
+    pub(crate) fn unmapped(&mut self, pid: Pid, pfn: Pfn) {
+        if let Some(t) = self.per_pid.get_mut(&pid) {
+            t.remove(pfn);
+        }
+    }
+
+    pub(crate) fn exited(&mut self, pid: Pid) {
+        self.per_pid.remove(&pid);
+    }
+}

@@ -1,0 +1,131 @@
+//! The OS model end to end: LRU, pool, first touch, eviction, exit, under every policy.
+
+use pmlab_os::{CacheGeometry, Os, OsConfig, PageSize, PolicyKind};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+fn small_os(kind: PolicyKind, frames: u32, pool: u32, seed: u64) -> Os {
+    let geometry = CacheGeometry::new(8 * 4096, 1, PageSize::KIB_4).unwrap(); // 8 bins
+    let config = OsConfig {
+        frames,
+        pool_frames: pool,
+        page_size: PageSize::KIB_4,
+        seed,
+    };
+    Os::new(config, kind.build(geometry, seed)).unwrap()
+}
+
+#[test]
+fn invariants_hold_under_every_policy() {
+    for kind in PolicyKind::ALL {
+        let mut os = small_os(kind, 64, 9, 5);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+        for step in 0..3000 {
+            let pid = rng.gen_range(1..5);
+            if step % 97 == 96 {
+                os.exit(pid);
+            } else {
+                let vpn = rng.gen_range(0..30);
+                let pfn = os.touch(pid, vpn);
+                assert_eq!(os.translate(pid, vpn), Some(pfn), "{kind}");
+                assert_eq!(
+                    os.memory().lru_order()[0],
+                    pfn,
+                    "{kind}: touched frame is MRU"
+                );
+            }
+            os.check()
+                .unwrap_or_else(|e| panic!("{kind} step {step}: {e}"));
+        }
+        let c = os.counters();
+        assert!(
+            c.evictions > 0 && c.refaults > 0,
+            "{kind}: memory pressure must evict: {c:?}"
+        );
+        let resident: usize = os.address_spaces().iter().map(|s| s.resident_pages()).sum();
+        assert_eq!(
+            c.first_touch_faults + c.refaults,
+            resident as u64 + c.evictions + c.frames_released,
+            "{kind}: every mapping is resident, evicted or released"
+        );
+    }
+}
+
+#[test]
+fn taking_an_occupied_frame_unmaps_its_page() {
+    // 4 frames, pool of 2: six pages cannot all stay resident.
+    let mut os = small_os(PolicyKind::Random, 4, 2, 1);
+    for vpn in 0..6 {
+        os.touch(1, vpn);
+    }
+    let resident = (0..6).filter(|&v| os.translate(1, v).is_some()).count() as u64;
+    assert!(resident <= 4);
+    assert_eq!(os.counters().evictions, 6 - resident);
+    assert_eq!(
+        os.address_space(1).unwrap().resident_pages() as u64,
+        resident
+    );
+    let evicted = (0..6).find(|&v| os.translate(1, v).is_none()).unwrap();
+    assert!(os.address_space(1).unwrap().was_evicted(evicted));
+    os.touch(1, evicted);
+    assert_eq!(os.counters().refaults, 1);
+}
+
+#[test]
+fn exit_releases_frames_to_the_bottom() {
+    let mut os = small_os(PolicyKind::Sequential, 32, 4, 3);
+    let frames: Vec<u32> = (0..6).map(|v| os.touch(7, v)).collect();
+    os.touch(8, 0);
+    assert_eq!(os.exit(7), 6);
+    assert!(os.address_space(7).is_none());
+    let order = os.memory().lru_order();
+    // The pool (bottom 4) now consists of the released frames; the highest page's frame
+    // is the least recently used.
+    assert_eq!(order[order.len() - 1], frames[5]);
+    let pool: Vec<u32> = order[order.len() - 4..].to_vec();
+    assert_eq!(pool, vec![frames[2], frames[3], frames[4], frames[5]]);
+    assert_eq!(os.counters().frames_released, 6);
+    os.check().unwrap();
+}
+
+#[test]
+fn physical_addresses_keep_the_page_offset() {
+    let mut os = small_os(PolicyKind::Hierarchical, 16, 4, 9);
+    let pa = os.access(3, 0x5123);
+    assert_eq!(pa & 0xfff, 0x123);
+    assert_eq!(os.physical_address(3, 0x5fff), Some((pa & !0xfff) | 0xfff));
+    assert_eq!(os.physical_address(3, 0x6000), None);
+    assert_eq!(os.translate(4, 5), None);
+}
+
+#[test]
+fn page_coloring_matches_bins_when_it_can() {
+    let geometry = CacheGeometry::new(8 * 4096, 1, PageSize::KIB_4).unwrap();
+    // A pool of the whole memory offers every bin at every mapping.
+    let config = OsConfig {
+        frames: 128,
+        pool_frames: 128,
+        page_size: PageSize::KIB_4,
+        seed: 2,
+    };
+    let mut os = Os::new(config, PolicyKind::ColoringExact.build(geometry, 0)).unwrap();
+    for vpn in 0..20u64 {
+        let pfn = os.touch(1, vpn);
+        assert_eq!(u64::from(geometry.bin_of(pfn)), vpn % 8);
+    }
+}
+
+#[test]
+fn bad_configurations_are_errors() {
+    assert!(OsConfig::from_bytes(128 << 20, 4 << 20, PageSize::KIB_16, 0).is_ok());
+    assert!(OsConfig::from_bytes(128 << 20, 5000, PageSize::KIB_16, 0).is_err());
+    assert!(OsConfig::from_bytes(1 << 20, 4 << 20, PageSize::KIB_16, 0).is_err());
+    let g = CacheGeometry::new(1 << 20, 1, PageSize::KIB_16).unwrap();
+    let bad = OsConfig {
+        frames: 8,
+        pool_frames: 0,
+        page_size: PageSize::KIB_16,
+        seed: 0,
+    };
+    assert!(Os::new(bad, PolicyKind::Random.build(g, 0)).is_err());
+}
