@@ -1,0 +1,250 @@
+//! Machine configuration: TOML-serializable structs with paper presets.
+//!
+//! Latencies of caches are in CPU cycles (as the papers' simulator tables give them);
+//! latencies of the memory device are in nanoseconds and converted with the CPU clock.
+
+use serde::{Deserialize, Serialize};
+
+use crate::device::DeviceConfig;
+use crate::error::ConfigError;
+use crate::paging::PageSize;
+use crate::tlb::TlbConfig;
+
+/// The in-order CPU: one cycle per instruction plus the latency of whatever served each
+/// memory access, like gem5's `TimingSimpleCPU` (the CPU of LOC's evaluation, §IV-A).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CpuConfig {
+    /// Clock in MHz; 1000 (1 GHz) as in LOC's evaluation (§IV-A).
+    pub clock_mhz: u64,
+}
+
+impl Default for CpuConfig {
+    fn default() -> Self {
+        Self { clock_mhz: 1000 }
+    }
+}
+
+impl CpuConfig {
+    /// Cycles that `ns` nanoseconds take at this clock, rounded up.
+    pub fn ns_to_cycles(&self, ns: u64) -> u64 {
+        (ns * self.clock_mhz).div_ceil(1000)
+    }
+}
+
+/// One level of the cache hierarchy (write-back, write-allocate, LRU).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheLevelConfig {
+    /// Capacity in bytes.
+    pub size: u64,
+    /// Block (line) size in bytes; a multiple of the spine's 64-byte line.
+    pub block_size: u64,
+    /// Ways per set.
+    pub assoc: u64,
+    /// Cycles to access this level.
+    pub latency_cycles: u64,
+}
+
+/// Costs of the persist instructions beyond the memory writes they cause.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersistConfig {
+    /// Cycles to issue one line flush (any kind), before any write-back it causes.
+    pub flush_issue_cycles: u64,
+    /// Cycles of a fence with nothing outstanding.
+    pub fence_cycles: u64,
+}
+
+impl Default for PersistConfig {
+    fn default() -> Self {
+        // One cycle to issue as an instruction; the fence drains the pipeline's store
+        // buffer, which a TimingSimpleCPU does not have, so it costs an instruction too.
+        Self {
+            flush_issue_cycles: 1,
+            fence_cycles: 1,
+        }
+    }
+}
+
+/// How addresses of the spine are translated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranslationConfig {
+    /// Page size of the page tables and TLB.
+    pub page_size: PageSize,
+    /// `true`: virtual page n maps to frame n (a flat persistent space); `false`: each
+    /// address space gets frames on first touch from the page tables.
+    pub identity: bool,
+    /// The TLB; `None` translates without one (no TLB cost at all).
+    pub tlb: Option<TlbConfig>,
+}
+
+impl Default for TranslationConfig {
+    fn default() -> Self {
+        Self {
+            page_size: PageSize::K4,
+            identity: true,
+            tlb: Some(TlbConfig::default()),
+        }
+    }
+}
+
+/// Chaos mode: random write-backs of dirty lines between operations, to explore
+/// write-back orders the cache's replacement policy alone would never produce.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChaosConfig {
+    /// Seed of the xoshiro256++ generator that picks moments and lines.
+    pub seed: u64,
+    /// Probability, before each operation, that one random dirty line is written back.
+    pub probability: f64,
+}
+
+/// A whole machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineConfig {
+    /// Physical memory size in bytes (a multiple of the page size).
+    pub memory_size: u64,
+    /// The CPU.
+    #[serde(default)]
+    pub cpu: CpuConfig,
+    /// Address translation.
+    #[serde(default)]
+    pub translation: TranslationConfig,
+    /// Cache levels, L1 first; empty means no caches (every store goes to memory).
+    pub caches: Vec<CacheLevelConfig>,
+    /// The memory device.
+    pub device: DeviceConfig,
+    /// Persist instruction costs.
+    #[serde(default)]
+    pub persist: PersistConfig,
+    /// Chaos mode, off when absent.
+    #[serde(default)]
+    pub chaos: Option<ChaosConfig>,
+}
+
+impl MachineConfig {
+    /// LOC's evaluation machine (Lu et al., ICCD 2014, Table I): 1 GHz TimingSimpleCPU,
+    /// L1 32 KB 2-way 1 cycle, L2 256 KB 8-way 8 cycles, LLC 1 MB 16-way 21 cycles, all
+    /// 64-byte blocks with LRU, memory 168 cycles (the [`DeviceConfig::loc`] device).
+    pub fn loc(memory_size: u64) -> Self {
+        Self {
+            memory_size,
+            cpu: CpuConfig::default(),
+            translation: TranslationConfig::default(),
+            caches: vec![
+                level(32 << 10, 2, 1),
+                level(256 << 10, 8, 8),
+                level(1 << 20, 16, 21),
+            ],
+            device: DeviceConfig::loc(),
+            persist: PersistConfig::default(),
+            chaos: None,
+        }
+    }
+
+    /// The LOC machine with another memory device (e.g. [`DeviceConfig::pcm`]).
+    pub fn loc_with(memory_size: u64, device: DeviceConfig) -> Self {
+        Self {
+            device,
+            ..Self::loc(memory_size)
+        }
+    }
+
+    /// A machine with one tiny cache (`lines` 64-byte lines, fully associative), for
+    /// crash tests that want evictions to happen early and often.
+    pub fn tiny(memory_size: u64, lines: u64) -> Self {
+        Self {
+            caches: vec![CacheLevelConfig {
+                size: lines * 64,
+                block_size: 64,
+                assoc: lines,
+                latency_cycles: 1,
+            }],
+            ..Self::loc(memory_size)
+        }
+    }
+
+    /// Parses a TOML document; `name` (a file name) is used in error messages.
+    pub fn from_toml(name: &str, text: &str) -> Result<Self, ConfigError> {
+        let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::Toml {
+            source_name: name.to_string(),
+            message: e.to_string(),
+        })?;
+        cfg.validate().map_err(|e| e.in_source(name))?;
+        Ok(cfg)
+    }
+
+    /// This configuration as a TOML document.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a machine configuration always serializes")
+    }
+
+    /// Checks every field; the error names the offending field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let page = self.translation.page_size.bytes();
+        if self.memory_size == 0 || !self.memory_size.is_multiple_of(page) {
+            return Err(ConfigError::field(
+                "memory_size",
+                format!(
+                    "{} is not a positive multiple of the page size {page}",
+                    self.memory_size
+                ),
+            ));
+        }
+        if self.cpu.clock_mhz == 0 {
+            return Err(ConfigError::field(
+                "cpu.clock_mhz",
+                "must be positive".into(),
+            ));
+        }
+        for (i, c) in self.caches.iter().enumerate() {
+            let name = |f: &str| format!("caches[{i}].{f}");
+            if c.block_size < 64 || !c.block_size.is_power_of_two() {
+                return Err(ConfigError::field(
+                    &name("block_size"),
+                    format!("{} is not a power of two of at least 64", c.block_size),
+                ));
+            }
+            if c.assoc == 0 {
+                return Err(ConfigError::field(
+                    &name("assoc"),
+                    "must be positive".into(),
+                ));
+            }
+            let sets = c.size / c.block_size / c.assoc.max(1);
+            if sets == 0 || c.size != sets * c.block_size * c.assoc || !sets.is_power_of_two() {
+                return Err(ConfigError::field(
+                    &name("size"),
+                    format!(
+                        "{} is not block_size x assoc x a power-of-two number of sets",
+                        c.size
+                    ),
+                ));
+            }
+        }
+        if let Some(t) = &self.translation.tlb {
+            t.validate()?;
+        }
+        if let Some(c) = &self.chaos
+            && !(0.0..=1.0).contains(&c.probability)
+        {
+            return Err(ConfigError::field(
+                "chaos.probability",
+                format!("{} is not in [0, 1]", c.probability),
+            ));
+        }
+        self.device.validate()
+    }
+}
+
+fn level(size: u64, assoc: u64, latency_cycles: u64) -> CacheLevelConfig {
+    CacheLevelConfig {
+        size,
+        block_size: 64,
+        assoc,
+        latency_cycles,
+    }
+}
