@@ -20,13 +20,18 @@
 //! start bins) comes from xoshiro256++ (`rand_xoshiro::Xoshiro256PlusPlus`) seeded from
 //! the configuration, so a run is a function of its configuration.
 //!
-//! Conflict statistics per address space are in [`conflicts_of`] / [`Os::conflicts`].
+//! Conflict statistics per address space are in [`conflicts_of`] / [`Os::conflicts`];
+//! the analytic model of section 2 (equations 1-2, `C_min`, `C_max`) is in [`analytic`];
+//! a Monte Carlo of random mappings through this OS model is in [`monte_carlo`].
 
+pub mod analytic;
 mod bin_tree;
 mod error;
+pub mod figures;
 mod geometry;
 mod lru;
 mod memory;
+pub mod monte_carlo;
 mod os;
 mod page_table;
 pub mod policy;
