@@ -42,6 +42,29 @@ fn encode(r: &Ref) -> [u8; BINARY_RECORD_LEN] {
     b
 }
 
+/// Whether a record's kind, size and reserved byte are acceptable.
+#[inline(always)]
+fn valid(rec: &[u8]) -> bool {
+    rec[14] <= 3 && rec[8..12] != [0; 4] && rec[15] == 0
+}
+
+/// Decodes a record that [`valid`] accepted.
+#[inline(always)]
+fn decode(rec: &[u8]) -> Ref {
+    let kind = match rec[14] {
+        0 => Kind::Read,
+        1 => Kind::Write,
+        2 => Kind::Instr,
+        _ => Kind::Misc,
+    };
+    Ref {
+        addr: u64::from_le_bytes(rec[0..8].try_into().expect("8 bytes")),
+        size: u32::from_le_bytes(rec[8..12].try_into().expect("4 bytes")),
+        pid: u16::from_le_bytes([rec[12], rec[13]]),
+        kind,
+    }
+}
+
 /// Reads the binary format.
 pub struct BinaryReader<R> {
     inner: R,
@@ -174,47 +197,35 @@ impl<R: Read> RefSource for BinaryReader<R> {
             }
             let n = (avail / BINARY_RECORD_LEN).min(cap - out.len());
             let bytes = &self.buf[self.pos..self.pos + n * BINARY_RECORD_LEN];
-            for (i, rec) in bytes.chunks_exact(BINARY_RECORD_LEN).enumerate() {
-                let addr = u64::from_le_bytes(rec[0..8].try_into().expect("8 bytes"));
-                let size = u32::from_le_bytes(rec[8..12].try_into().expect("4 bytes"));
-                let pid = u16::from_le_bytes([rec[12], rec[13]]);
-                let code = rec[14];
-                // One combined test keeps the common path to a single branch.
-                if code > 3 || size == 0 || rec[15] != 0 {
-                    let offset = self.base + (self.pos + i * BINARY_RECORD_LEN) as u64;
-                    return Err(if code > 3 {
-                        self.error(
-                            offset + 14,
-                            "kind",
-                            format!("unknown kind {code} (expected 0..3)"),
-                        )
-                    } else if size == 0 {
-                        self.error(
-                            offset + 8,
-                            "size",
-                            "size 0 (a reference covers at least one byte)".into(),
-                        )
-                    } else {
-                        self.error(
-                            offset + 15,
-                            "reserved",
-                            format!("reserved byte is {}, expected 0", rec[15]),
-                        )
-                    });
-                }
-                let kind = match code {
-                    0 => Kind::Read,
-                    1 => Kind::Write,
-                    2 => Kind::Instr,
-                    _ => Kind::Misc,
-                };
-                out.push(Ref {
-                    addr,
-                    size,
-                    kind,
-                    pid,
+            // Validate first, then decode with a loop that has no error exits: the
+            // decoding loop then runs without per-record capacity checks.
+            if let Some(bad) = bytes
+                .chunks_exact(BINARY_RECORD_LEN)
+                .position(|rec| !valid(rec))
+            {
+                let rec = &bytes[bad * BINARY_RECORD_LEN..(bad + 1) * BINARY_RECORD_LEN];
+                let offset = self.base + (self.pos + bad * BINARY_RECORD_LEN) as u64;
+                return Err(if rec[14] > 3 {
+                    self.error(
+                        offset + 14,
+                        "kind",
+                        format!("unknown kind {} (expected 0..3)", rec[14]),
+                    )
+                } else if rec[8..12] == [0; 4] {
+                    self.error(
+                        offset + 8,
+                        "size",
+                        "size 0 (a reference covers at least one byte)".into(),
+                    )
+                } else {
+                    self.error(
+                        offset + 15,
+                        "reserved",
+                        format!("reserved byte is {}, expected 0", rec[15]),
+                    )
                 });
             }
+            out.extend(bytes.chunks_exact(BINARY_RECORD_LEN).map(decode));
             self.pos += n * BINARY_RECORD_LEN;
         }
         Ok(out.len())

@@ -51,39 +51,49 @@ impl<R: Read> DinReader<R> {
 
 impl<R: Read> RefSource for DinReader<R> {
     fn next_batch(&mut self, out: &mut Vec<Ref>) -> Result<usize, TraceError> {
-        out.clear();
-        if out.capacity() == 0 {
-            out.reserve(DEFAULT_BATCH);
+        // Two monomorphic loops rather than a function pointer, so the line parser is
+        // inlined into the loop.
+        if self.extended {
+            fill(&mut self.text, out, parse_extended)
+        } else {
+            fill(&mut self.text, out, parse_traditional)
         }
-        let cap = out.capacity();
-        while out.len() < cap {
-            if !self.text.refill()? {
-                break;
-            }
-            let t = &mut self.text;
-            let buf = &t.buf[..t.end];
-            let mut pos = t.pos;
-            let mut line = t.line;
-            let parse = if self.extended {
-                parse_extended
-            } else {
-                parse_traditional
-            };
-            while pos < buf.len() && out.len() < cap {
-                match parse(buf, &mut pos) {
-                    Ok(r) => out.push(r),
-                    Err((field, message)) => {
-                        t.line = line;
-                        return Err(t.error(field, message));
-                    }
-                }
-                line += 1;
-            }
-            t.pos = pos;
-            t.line = line;
-        }
-        Ok(out.len())
     }
+}
+
+/// Clears `out` and fills it with references parsed by `parse`, one per line.
+#[inline(always)]
+fn fill<R: Read>(
+    t: &mut TextBuf<R>,
+    out: &mut Vec<Ref>,
+    parse: impl Fn(&[u8], &mut usize) -> Result<Ref, FieldError>,
+) -> Result<usize, TraceError> {
+    out.clear();
+    if out.capacity() == 0 {
+        out.reserve(DEFAULT_BATCH);
+    }
+    let cap = out.capacity();
+    while out.len() < cap {
+        if !t.refill()? {
+            break;
+        }
+        let buf = &t.buf[..t.end];
+        let mut pos = t.pos;
+        let mut line = t.line;
+        while pos < buf.len() && out.len() < cap {
+            match parse(buf, &mut pos) {
+                Ok(r) => out.push(r),
+                Err((field, message)) => {
+                    t.line = line;
+                    return Err(t.error(field, message));
+                }
+            }
+            line += 1;
+        }
+        t.pos = pos;
+        t.line = line;
+    }
+    Ok(out.len())
 }
 
 /// Parses one extended-din line at `buf[*pos..]` (which holds a `\n`), leaving `*pos`

@@ -67,7 +67,7 @@ pub enum RecordError {
     #[error(transparent)]
     Trace(#[from] TraceError),
     /// valgrind produced no references.
-    #[error("valgrind produced no references (exit status {0}); is the command right?")]
+    #[error("valgrind produced no references ({0}); is the command right?")]
     Empty(String),
 }
 
