@@ -1,1 +1,41 @@
-//! pmlab-tx: see ARCHITECTURE.md.
+//! pmlab-tx: software durable transactions and a crash-consistent persistent
+//! allocator, written once against the spine ([`pmlab_spine::Memory`]) so that they
+//! run counted and crash-tested on the machine model and timed on native regions.
+//!
+//! - [`RedoLog`] / [`RedoTx`]: buffered writes, one checksummed log persist, then
+//!   in-place apply: **2 fences** per transaction.
+//! - [`UndoLog`] / [`UndoTx`]: PMDK-style undo logging: **k + 2 fences** for k
+//!   snapshotted ranges (3 for PMDK's small transaction).
+//! - [`Allocator`]: units with two state bits each and a one-line intent record; an
+//!   allocation and the pointer slot that owns it change atomically (3 fences).
+//! - [`crashtest`]: a memory with honest per-line durability that enumerates crash
+//!   images at every persist point; each structure has a checker, and the tests hold
+//!   every image against an oracle. [`Protocol`] carries the deliberately broken
+//!   variants those tests must catch.
+//!
+//! These are the software baselines the hardware protocols of the machine model are
+//! compared with.
+
+mod alloc;
+mod codec;
+pub mod crashtest;
+mod error;
+mod lines;
+mod protocol;
+mod redo;
+mod undo;
+
+pub use alloc::{
+    ALLOC_MAGIC, AllocCheckError, AllocReport, Allocator, Intent, UnitState, decode_intent,
+    encode_intent,
+};
+pub use error::TxError;
+pub use protocol::{Fault, Protocol};
+pub use redo::{
+    REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoImage, RedoLog, RedoRecord, RedoRecovery, RedoTx,
+    decode_redo, encode_redo, redo_body_len,
+};
+pub use undo::{
+    UNDO_HEADER, UNDO_MAGIC, UndoDecodeError, UndoLog, UndoRecord, UndoRecovery, UndoTx,
+    decode_undo, encode_undo, undo_record_len,
+};

@@ -1,0 +1,389 @@
+//! Redo logging: writes are buffered, logged, committed with one checksummed log
+//! flush, then applied in place.
+//!
+//! # Log layout (at `base`, which must be line-aligned)
+//!
+//! | offset | size | field          |
+//! |-------:|-----:|----------------|
+//! |      0 |    8 | `magic` `PMREDO01` |
+//! |      8 |    8 | `seq`: transaction number |
+//! |     16 |    8 | `body_len`: bytes of records |
+//! |     24 |    8 | `records`: number of records |
+//! |     32 |    4 | `crc`: CRC-32 of bytes 8..32 and the body |
+//! |     64 |    … | records: `addr` u64, `len` u64, `len` data bytes padded to 8 |
+//!
+//! # Commit: two fences
+//!
+//! 1. Write the records and the header, flush their lines, **fence**. The checksum
+//!    covers header and body, so the commit mark is the header itself: a log whose
+//!    lines did not all reach memory fails its checksum and is ignored. This is what
+//!    saves the separate "commit record" fence of a classic redo log (the torn-write
+//!    detection of Mnemosyne-style logs, done with a checksum).
+//! 2. Apply the records in place, flush those lines, **fence**.
+//!
+//! The log is not cleared afterwards (that would be a third fence): recovery replays
+//! the last valid log, which is idempotent as long as transactional data is written
+//! only through transactions. A new commit overwrites the log; a crash while it does
+//! leaves a log that fails its checksum, and the previous transaction was already
+//! applied durably by its own second fence.
+
+use pmlab_spine::{Addr, LINE, Memory};
+
+use crate::codec::{get_u32, get_u64, pad8, put_u32, put_u64};
+use crate::error::TxError;
+use crate::lines::LineSet;
+use crate::protocol::{Fault, Protocol};
+
+/// The magic of a redo log header.
+pub const REDO_MAGIC: u64 = u64::from_le_bytes(*b"PMREDO01");
+/// Bytes of the header line.
+pub const REDO_HEADER: u64 = LINE;
+const RECORD_HEAD: u64 = 16;
+
+/// One logged write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedoRecord {
+    /// Where the data goes.
+    pub addr: Addr,
+    /// The bytes to store.
+    pub data: Vec<u8>,
+}
+
+/// Why a redo log image was not accepted (recovery then ignores it: the transaction
+/// never committed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RedoDecodeError {
+    /// The first 8 bytes are not [`REDO_MAGIC`].
+    #[error("byte offset 0, field `magic`: not a redo log")]
+    Magic,
+    /// The header or body ends early.
+    #[error("byte offset {offset}, field `{field}`: truncated")]
+    Truncated {
+        /// Offset from the log base.
+        offset: u64,
+        /// The field that is cut off.
+        field: &'static str,
+    },
+    /// The checksum does not match: a torn or corrupted log.
+    #[error("byte offset 32, field `crc`: stored {stored:#010x}, computed {computed:#010x}")]
+    Checksum {
+        /// Stored value.
+        stored: u32,
+        /// Computed value.
+        computed: u32,
+    },
+    /// The records do not add up to `body_len`.
+    #[error("byte offset {offset}, field `{field}`: {problem}")]
+    Malformed {
+        /// Offset from the log base.
+        offset: u64,
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// A decoded, checksum-valid redo log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedoImage {
+    /// Transaction number.
+    pub seq: u64,
+    /// The writes, in order.
+    pub records: Vec<RedoRecord>,
+}
+
+/// Encodes a log: the 64-byte header followed by the body.
+pub fn encode_redo(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
+    let body_len: u64 = records
+        .iter()
+        .map(|r| RECORD_HEAD + pad8(r.data.len() as u64))
+        .sum();
+    let mut b = vec![0u8; (REDO_HEADER + body_len) as usize];
+    let mut o = REDO_HEADER as usize;
+    for r in records {
+        put_u64(&mut b, o, r.addr);
+        put_u64(&mut b, o + 8, r.data.len() as u64);
+        b[o + 16..o + 16 + r.data.len()].copy_from_slice(&r.data);
+        o += (RECORD_HEAD + pad8(r.data.len() as u64)) as usize;
+    }
+    put_u64(&mut b, 0, REDO_MAGIC);
+    put_u64(&mut b, 8, seq);
+    put_u64(&mut b, 16, body_len);
+    put_u64(&mut b, 24, records.len() as u64);
+    let crc = redo_crc(&b[8..32], &b[REDO_HEADER as usize..]);
+    put_u32(&mut b, 32, crc);
+    b
+}
+
+fn redo_crc(fields: &[u8], body: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(fields);
+    h.update(body);
+    h.finalize()
+}
+
+/// The body length a header announces, if the header is readable (so that a reader
+/// knows how many bytes to fetch before calling [`decode_redo`]).
+pub fn redo_body_len(header: &[u8]) -> Option<u64> {
+    get_u64(header, 16)
+}
+
+/// Decodes a log image (header + body). Never panics, whatever the bytes.
+pub fn decode_redo(b: &[u8]) -> Result<RedoImage, RedoDecodeError> {
+    let trunc = |offset, field| RedoDecodeError::Truncated { offset, field };
+    if get_u64(b, 0).ok_or(trunc(0, "magic"))? != REDO_MAGIC {
+        return Err(RedoDecodeError::Magic);
+    }
+    let seq = get_u64(b, 8).ok_or(trunc(8, "seq"))?;
+    let body_len = get_u64(b, 16).ok_or(trunc(16, "body_len"))?;
+    let count = get_u64(b, 24).ok_or(trunc(24, "records"))?;
+    let stored = get_u32(b, 32).ok_or(trunc(32, "crc"))?;
+    let body_end = REDO_HEADER
+        .checked_add(body_len)
+        .filter(|&e| e <= b.len() as u64);
+    let body_end = body_end.ok_or(trunc(REDO_HEADER, "body"))? as usize;
+    let body = &b[REDO_HEADER as usize..body_end];
+    let computed = redo_crc(&b[8..32], body);
+    if computed != stored {
+        return Err(RedoDecodeError::Checksum { stored, computed });
+    }
+    let mut records = Vec::new();
+    let mut o = 0usize;
+    while o < body.len() {
+        let at = REDO_HEADER + o as u64;
+        let addr = get_u64(body, o).ok_or(trunc(at, "addr"))?;
+        let len = get_u64(body, o + 8).ok_or(trunc(at + 8, "len"))?;
+        let data_end = (o as u64 + RECORD_HEAD)
+            .checked_add(len)
+            .filter(|&e| e <= body.len() as u64);
+        let data_end = data_end.ok_or(trunc(at + 16, "data"))? as usize;
+        records.push(RedoRecord {
+            addr,
+            data: body[o + 16..data_end].to_vec(),
+        });
+        o = (o as u64 + RECORD_HEAD + pad8(len)) as usize;
+    }
+    if records.len() as u64 != count || o != body.len() {
+        return Err(RedoDecodeError::Malformed {
+            offset: 24,
+            field: "records",
+            problem: format!(
+                "header says {count} records, the body holds {}",
+                records.len()
+            ),
+        });
+    }
+    Ok(RedoImage { seq, records })
+}
+
+/// What recovery found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RedoRecovery {
+    /// The transaction number of the replayed log, if one was valid.
+    pub replayed_seq: Option<u64>,
+    /// Records written back in place.
+    pub replayed_records: usize,
+}
+
+/// A redo log area in persistent memory: the handle transactions begin from.
+#[derive(Clone, Debug)]
+pub struct RedoLog {
+    base: Addr,
+    len: u64,
+    next_seq: u64,
+    protocol: Protocol,
+}
+
+impl RedoLog {
+    /// Formats `[base, base + len)` as an empty log (one persist: flush + fence).
+    pub fn format<M: Memory>(mem: &mut M, base: Addr, len: u64) -> Result<RedoLog, TxError> {
+        Self::check_area(mem, base, len)?;
+        let image = encode_redo(0, &[]);
+        mem.write(base, &image)?;
+        mem.persist(base, REDO_HEADER)?;
+        Ok(RedoLog {
+            base,
+            len,
+            next_seq: 1,
+            protocol: Protocol::CORRECT,
+        })
+    }
+
+    fn check_area<M: Memory>(mem: &M, base: Addr, len: u64) -> Result<(), TxError> {
+        let bad = |problem: String| TxError::BadArea {
+            structure: "redo log",
+            addr: base,
+            problem,
+        };
+        if base % LINE != 0 {
+            return Err(bad(format!("base is not {LINE}-byte aligned")));
+        }
+        if len < 2 * LINE {
+            return Err(bad(format!(
+                "{len} bytes cannot hold a header and a record"
+            )));
+        }
+        pmlab_spine::check_bounds(base, len, mem.size())?;
+        Ok(())
+    }
+
+    /// Opens a formatted log and recovers: a checksum-valid log is replayed (again —
+    /// replay is idempotent) and made durable; anything else is ignored.
+    pub fn open<M: Memory>(
+        mem: &mut M,
+        base: Addr,
+        len: u64,
+    ) -> Result<(RedoLog, RedoRecovery), TxError> {
+        Self::check_area(mem, base, len)?;
+        let mut header = vec![0u8; REDO_HEADER as usize];
+        mem.read(base, &mut header)?;
+        if get_u64(&header, 0) != Some(REDO_MAGIC) {
+            return Err(TxError::BadHeader {
+                structure: "redo log",
+                addr: base,
+                offset: 0,
+                field: "magic",
+                problem: format!(
+                    "{:#018x} is not {REDO_MAGIC:#018x}",
+                    get_u64(&header, 0).unwrap_or(0)
+                ),
+            });
+        }
+        let seq = get_u64(&header, 8).unwrap_or(0);
+        let mut rec = RedoRecovery::default();
+        let body_len = redo_body_len(&header).unwrap_or(u64::MAX);
+        if body_len <= len - REDO_HEADER {
+            let mut image = vec![0u8; (REDO_HEADER + body_len) as usize];
+            mem.read(base, &mut image)?;
+            if let Ok(log) = decode_redo(&image) {
+                let mut lines = LineSet::default();
+                for r in &log.records {
+                    mem.write(r.addr, &r.data)?;
+                    lines.add(r.addr, r.data.len() as u64);
+                }
+                if !lines.is_empty() {
+                    lines.flush(mem)?;
+                    mem.fence();
+                }
+                rec.replayed_seq = Some(log.seq);
+                rec.replayed_records = log.records.len();
+            }
+        }
+        let log = RedoLog {
+            base,
+            len,
+            next_seq: seq.wrapping_add(1),
+            protocol: Protocol::CORRECT,
+        };
+        Ok((log, rec))
+    }
+
+    /// Uses `protocol` (a deliberately broken one only in crash tests).
+    pub fn with_protocol(mut self, protocol: Protocol) -> RedoLog {
+        self.protocol = protocol;
+        self
+    }
+
+    /// Bytes available for records.
+    pub fn capacity(&self) -> u64 {
+        self.len - REDO_HEADER
+    }
+
+    /// Begins a transaction; nothing is written until commit.
+    pub fn begin<'a, M: Memory>(&'a mut self, mem: &'a mut M) -> RedoTx<'a, M> {
+        RedoTx {
+            log: self,
+            mem,
+            writes: Vec::new(),
+            log_bytes: 0,
+        }
+    }
+}
+
+/// A redo transaction: reads see its own writes; commit makes all of them durable
+/// atomically with two fences; dropping it or [`RedoTx::abort`] discards them.
+pub struct RedoTx<'a, M: Memory> {
+    log: &'a mut RedoLog,
+    mem: &'a mut M,
+    writes: Vec<RedoRecord>,
+    log_bytes: u64,
+}
+
+impl<M: Memory> RedoTx<'_, M> {
+    /// Reads `buf.len()` bytes at `addr` as this transaction sees them.
+    pub fn read(&mut self, addr: Addr, buf: &mut [u8]) -> Result<(), TxError> {
+        self.mem.read(addr, buf)?;
+        let end = addr + buf.len() as u64;
+        for w in &self.writes {
+            let (ws, we) = (w.addr, w.addr + w.data.len() as u64);
+            let (s, e) = (ws.max(addr), we.min(end));
+            if s < e {
+                buf[(s - addr) as usize..(e - addr) as usize]
+                    .copy_from_slice(&w.data[(s - ws) as usize..(e - ws) as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a little-endian `u64` as this transaction sees it.
+    pub fn read_u64(&mut self, addr: Addr) -> Result<u64, TxError> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Buffers a write of `data` at `addr`; refuses it if the log would overflow.
+    pub fn write(&mut self, addr: Addr, data: &[u8]) -> Result<(), TxError> {
+        pmlab_spine::check_bounds(addr, data.len() as u64, self.mem.size())?;
+        let needed = self.log_bytes + RECORD_HEAD + pad8(data.len() as u64);
+        if needed > self.log.capacity() {
+            return Err(TxError::LogFull {
+                kind: "redo",
+                needed,
+                capacity: self.log.capacity(),
+            });
+        }
+        self.log_bytes = needed;
+        self.writes.push(RedoRecord {
+            addr,
+            data: data.to_vec(),
+        });
+        Ok(())
+    }
+
+    /// Buffers a little-endian `u64` write.
+    pub fn write_u64(&mut self, addr: Addr, value: u64) -> Result<(), TxError> {
+        self.write(addr, &value.to_le_bytes())
+    }
+
+    /// Makes every write durable, atomically: log + fence, apply + fence. A
+    /// transaction without writes costs nothing.
+    pub fn commit(self) -> Result<(), TxError> {
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let seq = self.log.next_seq;
+        let image = encode_redo(seq, &self.writes);
+        let base = self.log.base;
+        self.mem.write(base, &image)?;
+        let mut log_lines = LineSet::default();
+        log_lines.add(base, image.len() as u64);
+        log_lines.flush(self.mem)?;
+        if !self.log.protocol.has(Fault::RedoSkipLogFence) {
+            self.mem.fence();
+        }
+        self.log.next_seq = seq.wrapping_add(1);
+        let mut data_lines = LineSet::default();
+        for w in &self.writes {
+            self.mem.write(w.addr, &w.data)?;
+            data_lines.add(w.addr, w.data.len() as u64);
+        }
+        data_lines.flush(self.mem)?;
+        self.mem.fence();
+        Ok(())
+    }
+
+    /// Discards every write; nothing persistent changes.
+    pub fn abort(self) {}
+}
