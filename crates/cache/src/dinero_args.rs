@@ -32,7 +32,7 @@ pub enum ArgError {
         message: String,
     },
     /// The caches described do not form a valid hierarchy.
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] ConfigError),
     /// Flags missing for a cache, or mixed unified and split flags at one level.
     #[error("{0}")]

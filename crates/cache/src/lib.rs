@@ -26,6 +26,7 @@
 mod cache;
 pub mod config;
 pub mod dinero_args;
+pub mod dinero_run;
 mod fasthash;
 pub mod hierarchy;
 pub mod multi;
