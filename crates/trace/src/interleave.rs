@@ -120,8 +120,11 @@ impl Interleave {
 
     fn switch_to_next(&mut self) {
         self.used = 0;
-        self.current = (self.current + 1) % self.live.len();
-        self.switches += 1;
+        // A lone process keeps running: a new quantum, but no switch.
+        if self.live.len() > 1 {
+            self.current = (self.current + 1) % self.live.len();
+            self.switches += 1;
+        }
     }
 }
 
