@@ -478,3 +478,39 @@ the level (1 to 5) and T is u (unified), i (instruction) or d (data):
 "
     .to_string()
 }
+
+/// The Dinero IV flags that describe `h` (the inverse of [`DineroArgs::parse`] for the
+/// cache flags), e.g. to run `dineroIV` on the same configuration.
+pub fn hierarchy_flags(h: &HierarchyConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, level) in h.levels.iter().enumerate() {
+        let mut push = |t: char, c: &CacheConfig| {
+            let n = i + 1;
+            let mut f = |field: &str, v: String| {
+                out.push(format!("-l{n}-{t}{field}"));
+                if !v.is_empty() {
+                    out.push(v);
+                }
+            };
+            f("size", c.size.to_string());
+            f("bsize", c.block_size.to_string());
+            f("assoc", c.assoc.to_string());
+            f("repl", c.repl.letter().to_string());
+            if t != 'i' {
+                f("walloc", if c.write_allocate { "a" } else { "n" }.into());
+                f("wback", if c.write_back { "a" } else { "n" }.into());
+            }
+            if c.ccc {
+                f("ccc", String::new());
+            }
+        };
+        match level {
+            Level::Unified(c) => push('u', c),
+            Level::Split { instr, data } => {
+                push('i', instr);
+                push('d', data);
+            }
+        }
+    }
+    out
+}
