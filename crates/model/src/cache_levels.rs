@@ -198,6 +198,9 @@ mod tests {
             block_size: 64,
             assoc,
             latency_cycles: 1,
+            repl: crate::ReplacementPolicy::Lru,
+            write_back: true,
+            write_allocate: true,
         }
     }
 

@@ -32,7 +32,26 @@ impl CpuConfig {
     }
 }
 
-/// One level of the cache hierarchy (write-back, write-allocate, LRU).
+/// Replacement policy of a cache level (those of `pmlab-cache`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplacementPolicy {
+    /// Least recently used.
+    #[default]
+    Lru,
+    /// First in, first out.
+    Fifo,
+    /// Random victim (xoshiro256++ seeded with [`MachineConfig::cache_seed`]).
+    Random,
+    /// Tree pseudo-LRU.
+    TreePlru,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One unified level of the cache hierarchy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheLevelConfig {
@@ -44,6 +63,15 @@ pub struct CacheLevelConfig {
     pub assoc: u64,
     /// Cycles to access this level.
     pub latency_cycles: u64,
+    /// Replacement policy (LRU when absent).
+    #[serde(default)]
+    pub repl: ReplacementPolicy,
+    /// Write-back (`true`, the default) or write-through.
+    #[serde(default = "yes")]
+    pub write_back: bool,
+    /// Write-allocate (`true`, the default) or not.
+    #[serde(default = "yes")]
+    pub write_allocate: bool,
 }
 
 /// Costs of the persist instructions beyond the memory writes they cause.
@@ -123,6 +151,9 @@ pub struct MachineConfig {
     /// Chaos mode, off when absent.
     #[serde(default)]
     pub chaos: Option<ChaosConfig>,
+    /// Seed of random cache replacement.
+    #[serde(default)]
+    pub cache_seed: u64,
 }
 
 impl MachineConfig {
@@ -142,6 +173,7 @@ impl MachineConfig {
             device: DeviceConfig::loc(),
             persist: PersistConfig::default(),
             chaos: None,
+            cache_seed: 0,
         }
     }
 
@@ -153,7 +185,8 @@ impl MachineConfig {
         }
     }
 
-    /// A machine with one tiny cache (`lines` 64-byte lines, fully associative), for
+    /// A machine with one tiny cache (`lines` 64-byte lines, a power of two, fully
+    /// associative), for
     /// crash tests that want evictions to happen early and often.
     pub fn tiny(memory_size: u64, lines: u64) -> Self {
         Self {
@@ -162,6 +195,9 @@ impl MachineConfig {
                 block_size: 64,
                 assoc: lines,
                 latency_cycles: 1,
+                repl: ReplacementPolicy::Lru,
+                write_back: true,
+                write_allocate: true,
             }],
             ..Self::loc(memory_size)
         }
@@ -208,10 +244,10 @@ impl MachineConfig {
                     format!("{} is not a power of two of at least 64", c.block_size),
                 ));
             }
-            if c.assoc == 0 {
+            if !c.assoc.is_power_of_two() {
                 return Err(ConfigError::field(
                     &name("assoc"),
-                    "must be positive".into(),
+                    format!("{} is not a power of two", c.assoc),
                 ));
             }
             let sets = c.size / c.block_size / c.assoc.max(1);
@@ -246,5 +282,65 @@ fn level(size: u64, assoc: u64, latency_cycles: u64) -> CacheLevelConfig {
         block_size: 64,
         assoc,
         latency_cycles,
+        repl: ReplacementPolicy::Lru,
+        write_back: true,
+        write_allocate: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_round_trip_of_every_preset() {
+        for device in ["loc", "dram", "pcm", "pcm-aerie", "stt-ram"] {
+            let mut cfg = MachineConfig::loc_with(1 << 20, DeviceConfig::preset(device).unwrap());
+            cfg.chaos = Some(ChaosConfig {
+                seed: 3,
+                probability: 0.25,
+            });
+            let text = cfg.to_toml();
+            assert_eq!(
+                MachineConfig::from_toml("m.toml", &text).unwrap(),
+                cfg,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut cfg = MachineConfig::loc(1 << 20);
+        cfg.caches[1].assoc = 3;
+        let text = cfg.to_toml();
+        let err = MachineConfig::from_toml("m.toml", &text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("m.toml") && err.contains("caches[1].assoc"),
+            "{err}"
+        );
+        let err = MachineConfig::from_toml("x.toml", "memory_size = \"big\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("x.toml:") && err.contains("line 1"),
+            "{err}"
+        );
+        let text = MachineConfig::loc(1 << 20)
+            .to_toml()
+            .replace("memory_size = 1048576", "memory_size = 1000");
+        let err = MachineConfig::from_toml("y.toml", &text)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("memory_size"), "{err}");
+    }
+
+    #[test]
+    fn clock_conversion() {
+        assert_eq!(CpuConfig { clock_mhz: 1000 }.ns_to_cycles(168), 168);
+        assert_eq!(CpuConfig { clock_mhz: 2400 }.ns_to_cycles(150), 360);
+        assert_eq!(CpuConfig { clock_mhz: 3 }.ns_to_cycles(1), 1);
     }
 }

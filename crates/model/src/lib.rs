@@ -14,6 +14,7 @@
 //! ([`ChaosConfig`]) writes random dirty lines back between operations to explore
 //! write-back orders. All randomness is xoshiro256++ (`rand_xoshiro`), seeded.
 
+pub mod adapters;
 pub mod cache_levels;
 pub mod config;
 pub mod device;
@@ -24,9 +25,11 @@ pub mod persist;
 pub mod recording;
 pub mod tlb;
 
+pub use adapters::dinero_hierarchy;
 pub use cache_levels::{CacheLevels, LruHierarchy};
 pub use config::{
-    CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, PersistConfig, TranslationConfig,
+    CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, PersistConfig, ReplacementPolicy,
+    TranslationConfig,
 };
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;

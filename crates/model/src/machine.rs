@@ -7,6 +7,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
+use crate::adapters::dinero_hierarchy;
 use crate::cache_levels::{CacheLevels, LruHierarchy};
 use crate::config::MachineConfig;
 use crate::device::{Device, Endurance};
@@ -91,8 +92,8 @@ impl std::fmt::Debug for Machine {
 }
 
 impl Machine {
-    /// A machine with zeroed memory, the built-in LRU hierarchy and the page tables the
-    /// configuration names.
+    /// A machine with zeroed memory, `pmlab-cache`'s Dinero IV-exact hierarchy and the
+    /// page tables the configuration names.
     pub fn new(config: MachineConfig) -> Result<Self, ConfigError> {
         let image = vec![0; config.memory_size as usize];
         Self::with_image(config, image)
@@ -108,7 +109,13 @@ impl Machine {
         } else {
             Box::new(DemandPages::new(frames))
         };
-        let caches = Box::new(LruHierarchy::new(&config.caches));
+        // pmlab-cache needs at least one level; without caches the plain hierarchy
+        // sends every store straight to memory.
+        let caches: Box<dyn CacheLevels> = if config.caches.is_empty() {
+            Box::new(LruHierarchy::new(&[]))
+        } else {
+            Box::new(dinero_hierarchy(&config.caches, config.cache_seed)?)
+        };
         Self::with_parts(config, image, caches, pages)
     }
 
@@ -328,6 +335,9 @@ impl Machine {
                     self.stats.cycles += tlb.config().walk_cycles;
                     let pfn = self.pages.translate(self.asid, vpn);
                     let pfn = pfn.ok_or(unmapped)?;
+                    if self.pages.stale_translations() {
+                        tlb.flush();
+                    }
                     tlb.insert(self.asid, vpn, pfn);
                     pfn
                 }

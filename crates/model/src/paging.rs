@@ -45,6 +45,13 @@ pub trait PageTables {
     /// The frame that virtual page `vpn` of address space `asid` maps to, establishing
     /// the mapping if the tables do so on demand; `None` if it cannot be mapped.
     fn translate(&mut self, asid: u16, vpn: u64) -> Option<u64>;
+
+    /// Whether mappings changed since the last call in a way that may leave stale TLB
+    /// entries (a page was unmapped); the machine then flushes its TLB, as an OS shoots
+    /// TLB entries down.
+    fn stale_translations(&mut self) -> bool {
+        false
+    }
 }
 
 /// Virtual page n is frame n, in every address space, for `frames` frames.
