@@ -14,7 +14,8 @@
 //!   its versions.
 //!
 //! Crash points are taken immediately before and after each fence and each `clflush`,
-//! and whenever the workload calls [`CrashMemory::crash_point`]; between two persist
+//! at the first memory operation after the workload changes its tag (under the old
+//! tag), and whenever the workload calls [`CrashMemory::crash_point`]; between two persist
 //! points the set of possible images only grows, so these points cover every crash.
 //! At each point, images are enumerated exhaustively while there are at most
 //! [`Explorer::exhaustive_limit`] of them; beyond that the explorer takes the all-old
@@ -22,7 +23,9 @@
 //! combinations drawn with xoshiro256++ seeded from [`Explorer::seed`] and the point's
 //! index.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use pmlab_spine::{
     Addr, FlushKind, LINE, Memory, PersistCounters, SpineError, check_bounds, lines_spanned,
@@ -88,6 +91,23 @@ pub struct ExploreStats {
     pub exhaustive_points: u64,
 }
 
+/// A handle that sets a [`CrashMemory`]'s tag while a transaction holds the memory
+/// (mark "committing" just before `commit`, "committed" after it returns).
+#[derive(Clone, Debug, Default)]
+pub struct TagHandle(Rc<Cell<u64>>);
+
+impl TagHandle {
+    /// Sets the tag recorded with later crash points.
+    pub fn set(&self, tag: u64) {
+        self.0.set(tag);
+    }
+
+    /// The current tag.
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
+
 type Visitor<'a> = Box<dyn FnMut(CrashPoint, &[u8]) + 'a>;
 
 /// A test memory with honest per-line durability and a crash explorer.
@@ -96,7 +116,9 @@ pub struct CrashMemory<'a> {
     durable: Vec<u8>,
     dirty: BTreeMap<u64, DirtyLine>,
     counters: PersistCounters,
-    tag: u64,
+    tag: TagHandle,
+    /// The tag as of the last memory operation, to notice phase changes.
+    seen_tag: u64,
     explorer: Explorer,
     visitor: Option<Visitor<'a>>,
     stats: ExploreStats,
@@ -115,7 +137,8 @@ impl<'a> CrashMemory<'a> {
             current: image,
             dirty: BTreeMap::new(),
             counters: PersistCounters::default(),
-            tag: 0,
+            tag: TagHandle::default(),
+            seen_tag: 0,
             explorer: Explorer::default(),
             visitor: None,
             stats: ExploreStats::default(),
@@ -130,8 +153,9 @@ impl<'a> CrashMemory<'a> {
         self.visitor = Some(Box::new(visit));
     }
 
-    /// Stops exploring and returns the figures.
+    /// Takes a last crash point, stops exploring and returns the figures.
     pub fn stop_exploring(&mut self) -> ExploreStats {
+        self.crash_point();
         self.visitor = None;
         self.stats
     }
@@ -139,7 +163,12 @@ impl<'a> CrashMemory<'a> {
     /// Sets the tag recorded with later crash points (the workload's phase, e.g. how
     /// many transactions committed and whether one is committing).
     pub fn set_tag(&mut self, tag: u64) {
-        self.tag = tag;
+        self.tag.set(tag);
+    }
+
+    /// A handle to set the tag while the memory is borrowed.
+    pub fn tag_handle(&self) -> TagHandle {
+        self.tag.clone()
     }
 
     /// The current (volatile) contents.
@@ -149,6 +178,21 @@ impl<'a> CrashMemory<'a> {
 
     /// Takes a crash point now.
     pub fn crash_point(&mut self) {
+        self.notice_phase_change();
+        self.crash_point_tagged(self.tag.get());
+    }
+
+    /// A phase change (a new tag) is itself a crash point, under the old tag: a crash
+    /// just before `commit` is called must find the old state.
+    fn notice_phase_change(&mut self) {
+        let now = self.tag.get();
+        if now != self.seen_tag {
+            self.crash_point_tagged(self.seen_tag);
+            self.seen_tag = now;
+        }
+    }
+
+    fn crash_point_tagged(&mut self, tag: u64) {
         let Some(mut visit) = self.visitor.take() else {
             return;
         };
@@ -167,7 +211,7 @@ impl<'a> CrashMemory<'a> {
             .collect();
         let point = CrashPoint {
             index,
-            tag: self.tag,
+            tag,
             dirty_lines: lines.len(),
         };
         let total = lines
@@ -250,6 +294,7 @@ impl Memory for CrashMemory<'_> {
 
     fn write(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
         check_bounds(addr, data.len() as u64, self.size())?;
+        self.notice_phase_change();
         self.current[addr as usize..addr as usize + data.len()].copy_from_slice(data);
         if data.is_empty() {
             return Ok(());
@@ -263,6 +308,7 @@ impl Memory for CrashMemory<'_> {
 
     fn flush(&mut self, addr: Addr, len: u64, kind: FlushKind) -> Result<(), SpineError> {
         check_bounds(addr, len, self.size())?;
+        self.notice_phase_change();
         self.counters.flushes += lines_spanned(addr, len);
         if len == 0 {
             return Ok(());
@@ -287,6 +333,7 @@ impl Memory for CrashMemory<'_> {
     }
 
     fn fence(&mut self) {
+        self.notice_phase_change();
         self.counters.fences += 1;
         self.crash_point();
         let flushed: Vec<(u64, usize)> = self
@@ -371,7 +418,6 @@ mod tests {
         m.write(0, &[1]).unwrap();
         m.write(0, &[2]).unwrap();
         m.write(64, &[9]).unwrap();
-        m.crash_point();
         let stats = m.stop_exploring();
         assert_eq!(stats.images, 6);
         let expect: std::collections::BTreeSet<_> =
