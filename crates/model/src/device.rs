@@ -17,9 +17,9 @@ pub struct DeviceConfig {
     /// Writes the device serves in parallel; a fence waiting for `n` outstanding
     /// write-backs waits `ceil(n / banks)` write latencies.
     pub banks: u64,
-    /// Whether the device keeps its contents without power (DRAM does not; only a
-    /// non-volatile device makes [`crate::Machine::crash`] meaningful, but the model
-    /// lets you crash a DRAM machine to compare).
+    /// Whether the device keeps its contents without power. Informational: a crash
+    /// of a DRAM machine still yields what reached the device, which is what a
+    /// flash-backed DRAM (one of the SCM technologies Aerie §2 lists) saves.
     pub non_volatile: bool,
 }
 

@@ -26,7 +26,7 @@ pub mod recording;
 pub mod tlb;
 
 pub use adapters::dinero_hierarchy;
-pub use cache_levels::{CacheLevels, LruHierarchy};
+pub use cache_levels::{CacheLevels, Uncached};
 pub use config::{
     CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, PersistConfig, ReplacementPolicy,
     TranslationConfig,

@@ -8,7 +8,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
 
 use crate::adapters::dinero_hierarchy;
-use crate::cache_levels::{CacheLevels, LruHierarchy};
+use crate::cache_levels::{CacheLevels, Uncached};
 use crate::config::MachineConfig;
 use crate::device::{Device, Endurance};
 use crate::error::ConfigError;
@@ -109,10 +109,9 @@ impl Machine {
         } else {
             Box::new(DemandPages::new(frames))
         };
-        // pmlab-cache needs at least one level; without caches the plain hierarchy
-        // sends every store straight to memory.
+        // pmlab-cache needs at least one level.
         let caches: Box<dyn CacheLevels> = if config.caches.is_empty() {
-            Box::new(LruHierarchy::new(&[]))
+            Box::new(Uncached::default())
         } else {
             Box::new(dinero_hierarchy(&config.caches, config.cache_seed)?)
         };
@@ -174,7 +173,7 @@ impl Machine {
             device: Device::new(config.device.clone(), config.memory_size),
             current: image.clone(),
             durable: DurableState::new(image),
-            dirty: LineSet::default(),
+            dirty: LineSet::new(config.memory_size.div_ceil(LINE)),
             outstanding: 0,
             chaos,
             recording: None,

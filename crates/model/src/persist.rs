@@ -10,8 +10,6 @@
 //! Every change of the durable state is an [`Event`]; a recording of events replays onto
 //! a [`DurableState`] to materialise the durable image at any crash point.
 
-use std::collections::HashMap;
-
 use pmlab_spine::LINE;
 
 /// A `clwb`/`clflushopt` write-back issued but not yet ordered by a fence.
@@ -191,32 +189,45 @@ pub enum Event {
     Point(PointKind),
 }
 
-/// A set of line numbers with O(1) insertion, removal and uniform random choice.
+/// A set of line numbers below a bound, with O(1) insertion, removal and uniform random
+/// choice (a dense index instead of a hash map: the machine asks on every store).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LineSet {
     lines: Vec<u64>,
-    index: HashMap<u64, usize>,
+    /// `slot[line]` is the line's index in `lines` plus one, or 0 if absent.
+    slot: Vec<u32>,
 }
 
 impl LineSet {
+    /// An empty set of lines `0..bound`.
+    pub(crate) fn new(bound: u64) -> Self {
+        Self {
+            lines: Vec::new(),
+            slot: vec![0; bound as usize],
+        }
+    }
+
     pub(crate) fn insert(&mut self, line: u64) {
-        if let std::collections::hash_map::Entry::Vacant(e) = self.index.entry(line) {
-            e.insert(self.lines.len());
+        let s = &mut self.slot[line as usize];
+        if *s == 0 {
             self.lines.push(line);
+            *s = self.lines.len() as u32;
         }
     }
 
     pub(crate) fn remove(&mut self, line: u64) {
-        if let Some(i) = self.index.remove(&line) {
+        let s = std::mem::take(&mut self.slot[line as usize]);
+        if s != 0 {
+            let i = (s - 1) as usize;
             self.lines.swap_remove(i);
             if let Some(&moved) = self.lines.get(i) {
-                self.index.insert(moved, i);
+                self.slot[moved as usize] = s;
             }
         }
     }
 
     pub(crate) fn contains(&self, line: u64) -> bool {
-        self.index.contains_key(&line)
+        self.slot[line as usize] != 0
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -267,7 +278,7 @@ mod tests {
 
     #[test]
     fn line_set() {
-        let mut s = LineSet::default();
+        let mut s = LineSet::new(8);
         for l in [3, 5, 7] {
             s.insert(l);
         }

@@ -8,6 +8,7 @@
 //! point the write-backs still pending can be left out (the deterministic crash), or
 //! subsets of them applied (randomly or exhaustively).
 
+use pmlab_spine::{Memory, VecMemory};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -96,6 +97,16 @@ pub struct CrashImage<'a> {
     pub applied: &'a [usize],
     /// The durable physical memory.
     pub bytes: &'a [u8],
+}
+
+impl CrashImage<'_> {
+    /// The image as a plain memory, to run recovery code on through the spine.
+    pub fn memory(&self) -> VecMemory {
+        let mut m = VecMemory::new(self.bytes.len());
+        m.write(0, self.bytes)
+            .expect("an image fits a memory of its own size");
+        m
+    }
 }
 
 /// A crash image the checker rejected.

@@ -151,3 +151,18 @@ fn chaos_write_backs_are_crash_points() {
     let report = rec.explore(&ExploreOptions::default(), |c| check(c.bytes));
     assert!(report.passed(), "{:?}", report.failures);
 }
+
+#[test]
+fn recovery_code_runs_on_a_crash_image() {
+    let mut m = Machine::new(MachineConfig::loc(MIB)).unwrap();
+    let ((), rec) = m.record(|m| append_log(m, true, FlushKind::Clwb));
+    let mut counts = Vec::new();
+    let report = rec.explore(&opts(Granularity::Fences), |c| {
+        let mut mem = c.memory();
+        counts.push(mem.read_u64(FLAG).map_err(|e| e.to_string())?);
+        Ok(())
+    });
+    assert!(report.passed());
+    assert_eq!(counts.first(), Some(&0));
+    assert_eq!(counts.last(), Some(&RECORDS));
+}
