@@ -203,6 +203,16 @@ impl MachineConfig {
         }
     }
 
+    /// A preset by name: `loc` (LOC Table I) or `loc-<device>` with a device preset of
+    /// [`DeviceConfig::preset`] (`loc-pcm`, `loc-pcm-aerie`, `loc-stt-ram`, `loc-dram`).
+    pub fn preset(name: &str, memory_size: u64) -> Option<Self> {
+        if name == "loc" {
+            return Some(Self::loc(memory_size));
+        }
+        let device = DeviceConfig::preset(name.strip_prefix("loc-")?)?;
+        Some(Self::loc_with(memory_size, device))
+    }
+
     /// Parses a TOML document; `name` (a file name) is used in error messages.
     pub fn from_toml(name: &str, text: &str) -> Result<Self, ConfigError> {
         let cfg: Self = toml::from_str(text).map_err(|e| ConfigError::Toml {
@@ -335,6 +345,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("memory_size"), "{err}");
+    }
+
+    #[test]
+    fn presets_by_name() {
+        let pcm = MachineConfig::preset("loc-pcm", 1 << 20).unwrap();
+        assert_eq!(pcm.device, DeviceConfig::pcm());
+        assert_eq!(pcm.caches.len(), 3);
+        assert!(MachineConfig::preset("loc-flash", 1 << 20).is_none());
+        assert!(MachineConfig::preset("loc", 1 << 20).is_some());
     }
 
     #[test]

@@ -70,6 +70,9 @@ pub struct ExploreOptions {
     pub skip_unchanged: bool,
     /// Stop after this many failures.
     pub max_failures: usize,
+    /// Check only every `stride`-th point that the other options select (1 checks
+    /// them all; larger strides sample long runs evenly). The end is always checked.
+    pub stride: usize,
 }
 
 impl Default for ExploreOptions {
@@ -79,6 +82,7 @@ impl Default for ExploreOptions {
             pending: PendingChoice::Exhaustive { max_pending: 8 },
             skip_unchanged: true,
             max_failures: 16,
+            stride: 1,
         }
     }
 }
@@ -195,6 +199,7 @@ impl Recording {
         let mut state = self.base.clone();
         let mut changed = true;
         let mut boundary = 0usize;
+        let mut selected = 0usize;
         let mut rng = match opts.pending {
             PendingChoice::Random { seed, .. } => Some(Xoshiro256PlusPlus::seed_from_u64(seed)),
             _ => None,
@@ -208,6 +213,10 @@ impl Recording {
             let b = boundary;
             boundary += 1;
             if !opts.granularity.selects(*kind) || (opts.skip_unchanged && !changed) {
+                continue;
+            }
+            selected += 1;
+            if (selected - 1) % opts.stride.max(1) != 0 && *kind != PointKind::End {
                 continue;
             }
             changed = false;

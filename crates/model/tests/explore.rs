@@ -54,6 +54,7 @@ fn opts(granularity: Granularity) -> ExploreOptions {
         pending: PendingChoice::Exhaustive { max_pending: 8 },
         skip_unchanged: true,
         max_failures: 4,
+        stride: 1,
     }
 }
 
@@ -165,4 +166,15 @@ fn recovery_code_runs_on_a_crash_image() {
     assert!(report.passed());
     assert_eq!(counts.first(), Some(&0));
     assert_eq!(counts.last(), Some(&RECORDS));
+}
+
+#[test]
+fn a_stride_samples_points() {
+    let mut m = Machine::new(MachineConfig::loc(MIB)).unwrap();
+    let ((), rec) = m.record(|m| append_log(m, true, FlushKind::Clwb));
+    let mut o = opts(Granularity::Fences);
+    let all = rec.explore(&o, |_| Ok(())).points;
+    o.stride = 3;
+    let some = rec.explore(&o, |_| Ok(())).points;
+    assert!(some < all && some >= all / 3, "{some} of {all}");
 }
