@@ -216,7 +216,7 @@ impl Recording {
                 continue;
             }
             selected += 1;
-            if (selected - 1) % opts.stride.max(1) != 0 && *kind != PointKind::End {
+            if !(selected - 1).is_multiple_of(opts.stride.max(1)) && *kind != PointKind::End {
                 continue;
             }
             changed = false;
