@@ -447,3 +447,38 @@ pub fn fsck<R: MediaRead + ?Sized>(mem: &mut R) -> Result<Report> {
     c.bitmaps();
     Ok(c.report)
 }
+
+/// Checks the volume directory at `dir`: its metadata space, and that every domain in
+/// use has a data space of the right size.
+pub fn fsck_volume(dir: &std::path::Path) -> Result<Report> {
+    let (_f, mut m) = crate::volume::open_meta_ro(dir)?;
+    let mut report = fsck(&mut m)?;
+    let sb = Superblock::read(&mut m)?;
+    let mut view = MediaView::with_sb(&mut m, sb);
+    if let Ok(table) = domain::read_table(&mut view) {
+        for (d, e) in table.iter().enumerate() {
+            if e.is_none() {
+                continue;
+            }
+            let p = crate::volume::data_path(dir, d as u16);
+            let want = sb.domain_pages * PAGE;
+            match std::fs::metadata(&p) {
+                Ok(md) if md.len() == want => {}
+                Ok(md) => report.findings.push(Finding {
+                    severity: Severity::Error,
+                    place: p.display().to_string(),
+                    what: format!(
+                        "domain {d}'s data space holds {} bytes, expected {want}",
+                        md.len()
+                    ),
+                }),
+                Err(e) => report.findings.push(Finding {
+                    severity: Severity::Error,
+                    place: p.display().to_string(),
+                    what: format!("domain {d}'s data space: {e}"),
+                }),
+            }
+        }
+    }
+    Ok(report)
+}

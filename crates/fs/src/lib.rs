@@ -13,18 +13,27 @@
 //! - [`fsck`], [`mkfs`]: building and checking volumes.
 
 pub mod apply;
+pub mod client;
 pub mod dir;
 pub mod domain;
 pub mod error;
 pub mod fsck;
 pub mod inode;
 pub mod journal;
+pub mod kvfs;
 pub mod layout;
+pub mod lease;
+pub mod map;
 pub mod media;
 pub mod mkfs;
+pub mod overlay;
+pub mod proto;
+pub mod pxfs;
 pub mod radix;
 pub mod redo;
+pub mod service;
 pub mod txn;
 pub mod view;
+pub mod volume;
 
 pub use error::{FsError, Result};

@@ -17,6 +17,17 @@ pub struct RootOwner {
     pub mode: u32,
 }
 
+impl RootOwner {
+    /// The calling process's user and group, with permission bits `mode`.
+    pub fn current_user(mode: u32) -> RootOwner {
+        RootOwner {
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+            mode,
+        }
+    }
+}
+
 /// Writes an empty file system into `mem`: superblock, empty domain table, empty redo
 /// log, bitmaps, inode table and a root directory. Returns the superblock.
 pub fn mkfs<M: Memory + ?Sized>(mem: &mut M, p: &Params, owner: RootOwner) -> Result<Superblock> {

@@ -1,0 +1,581 @@
+//! libFS: the untrusted client library.
+//!
+//! It maps the volume's metadata read-only and reads it directly — path resolution,
+//! directory listings, inode attributes, radix trees — without calling the service. It
+//! writes file data directly into the data spaces of domains it may write. Metadata
+//! changes go into a journal (and into a local overlay so the client sees its own
+//! changes at once) that is shipped to the service in batches: when it grows, on fsync,
+//! before taking a new lease, and when the service revokes a lease.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::apply::{Authority, apply_batch};
+use crate::dir;
+use crate::error::{FsError, Result};
+use crate::inode::{Inode, Kind};
+use crate::journal::{Op, encode_batch};
+use crate::layout::{ROOT_INO, Superblock};
+use crate::lease::ancestry;
+use crate::map::{Map, ReadOnly};
+use crate::overlay::Overlay;
+use crate::proto::{self, RepHeader, Reply, ReqHeader, Request};
+use crate::radix;
+use crate::txn::Changes;
+use crate::view::{MediaView, PageSource};
+
+/// Ship the journal once it holds this many operations.
+pub const SHIP_OPS: usize = 256;
+/// Inodes and pages asked for per reservation.
+const RESERVE_INODES: u32 = 32;
+const RESERVE_PAGES: u32 = 64;
+
+type Pending = HashMap<u64, (Sender<(Reply, Option<OwnedFd>)>, Option<(u64, bool)>)>;
+
+struct Shared {
+    writer: Mutex<UnixStream>,
+    pending: Mutex<Pending>,
+    /// Leases held: object -> exclusive. Granted by the reader thread as grants arrive
+    /// (so a revocation can never overtake its grant), removed on revocation.
+    leases: Mutex<HashMap<u64, bool>>,
+    next_id: AtomicU64,
+}
+
+/// What libFS keeps per mounted volume.
+pub struct State {
+    meta: ReadOnly,
+    sb: Superblock,
+    uid: u32,
+    gid: u32,
+    overlay: Changes,
+    journal: Vec<Op>,
+    inodes: Vec<u64>,
+    pages: HashMap<u16, Vec<u64>>,
+    domains: HashMap<u16, Map>,
+    my_domains: HashMap<u32, u16>,
+    names: HashMap<(u64, String), u64>,
+    opens: HashSet<u64>,
+    /// A batch the service rejected during a revocation, reported by the next call.
+    deferred: Option<String>,
+    shared: Arc<Shared>,
+}
+
+/// A connection to the service: the mount of one volume.
+pub struct Client {
+    shared: Arc<Shared>,
+    state: Arc<Mutex<State>>,
+    client_id: u64,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+fn rpc_send(
+    shared: &Shared,
+    req: Request,
+    bin: &[u8],
+) -> Result<Receiver<(Reply, Option<OwnedFd>)>> {
+    let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+    let (tx, rx) = channel();
+    let tag = match &req {
+        Request::Acquire { ino, exclusive } => Some((*ino, *exclusive)),
+        _ => None,
+    };
+    shared.pending.lock().unwrap().insert(id, (tx, tag));
+    let w = shared.writer.lock().unwrap();
+    proto::send(&w, &ReqHeader { id, req }, bin, None)?;
+    Ok(rx)
+}
+
+fn rpc_wait(rx: Receiver<(Reply, Option<OwnedFd>)>) -> Result<(Reply, Option<OwnedFd>)> {
+    let (r, fd) = rx
+        .recv()
+        .map_err(|_| FsError::Protocol("the service closed the connection".into()))?;
+    if let Reply::Err(e) = r {
+        return Err(FsError::Refused(e));
+    }
+    Ok((r, fd))
+}
+
+fn rpc(shared: &Shared, req: Request, bin: &[u8]) -> Result<(Reply, Option<OwnedFd>)> {
+    rpc_wait(rpc_send(shared, req, bin)?)
+}
+
+struct LocalAuth<'a> {
+    cred: (u32, u32),
+    leases: &'a HashMap<u64, bool>,
+    inodes: &'a [u64],
+    pages: &'a HashMap<u16, Vec<u64>>,
+    opens: &'a HashSet<u64>,
+}
+
+impl Authority for LocalAuth<'_> {
+    fn cred(&self) -> (u32, u32) {
+        self.cred
+    }
+    fn holds_lease(&self, ino: u64) -> bool {
+        self.leases.get(&ino).copied().unwrap_or(false)
+    }
+    fn inode_reserved(&self, ino: u64) -> bool {
+        self.inodes.contains(&ino)
+    }
+    fn page_reserved(&self, d: u16, p: u64) -> bool {
+        self.pages.get(&d).is_some_and(|v| v.contains(&p))
+    }
+    fn is_open(&self, ino: u64) -> bool {
+        self.opens.contains(&ino)
+    }
+}
+
+impl State {
+    /// A checked view of the metadata as this client sees it (its own changes included).
+    pub fn with_view<T>(
+        &mut self,
+        f: impl FnOnce(&mut MediaView<'_, Overlay<'_, ReadOnly>>) -> Result<T>,
+    ) -> Result<T> {
+        let sb = self.sb;
+        let mut o = Overlay {
+            base: &mut self.meta,
+            pages: &self.overlay,
+        };
+        let mut v = MediaView::with_sb(&mut o, sb);
+        f(&mut v)
+    }
+
+    /// The superblock.
+    pub fn sb(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// Inode `ino` as this client sees it.
+    pub fn inode(&mut self, ino: u64) -> Result<Inode> {
+        self.with_view(|v| v.inode(ino))
+    }
+
+    /// Looks `name` up in directory `dino` (through the name cache).
+    pub fn lookup(&mut self, dino: u64, name: &str) -> Result<Option<u64>> {
+        if let Some(&i) = self.names.get(&(dino, name.to_string())) {
+            return Ok(Some(i));
+        }
+        let d = self.inode(dino)?;
+        if d.kind != Kind::Dir {
+            return Err(FsError::WrongKind(format!(
+                "inode {dino} is not a directory"
+            )));
+        }
+        let r = self.with_view(|v| dir::lookup(v, d.root, name))?;
+        if let Some(i) = r {
+            self.names.insert((dino, name.to_string()), i);
+        }
+        Ok(r)
+    }
+
+    /// Whether the client holds a lease covering `ino` (on it or above it).
+    pub fn covered(&mut self, ino: u64, exclusive: bool) -> bool {
+        let up = self.with_view(|v| Ok(ancestry(v, ino))).unwrap_or_default();
+        let l = self.shared.leases.lock().unwrap();
+        up.iter()
+            .any(|x| l.get(x).is_some_and(|&e| e || !exclusive))
+    }
+
+    /// Records `op` after checking it locally exactly as the service will.
+    pub fn record(&mut self, op: Op) -> Result<()> {
+        if let Some(e) = self.deferred.take() {
+            return Err(FsError::Refused(e));
+        }
+        let shared = self.shared.clone();
+        let leases = shared.leases.lock().unwrap().clone();
+        let sb = self.sb;
+        let out = {
+            let auth = LocalAuth {
+                cred: (self.uid, self.gid),
+                leases: &leases,
+                inodes: &self.inodes,
+                pages: &self.pages,
+                opens: &self.opens,
+            };
+            let mut o = Overlay {
+                base: &mut self.meta,
+                pages: &self.overlay,
+            };
+            apply_batch(&mut o, sb, &auth, std::slice::from_ref(&op))
+                .map_err(|r| FsError::Refused(r.why))?
+        };
+        for (p, img) in out.changes {
+            self.overlay.insert(p, img);
+        }
+        self.inodes.retain(|i| !out.used_inodes.contains(i));
+        for (d, p) in out.used_pages {
+            if let Some(v) = self.pages.get_mut(&d) {
+                v.retain(|x| *x != p);
+            }
+        }
+        match &op {
+            Op::Unlink { parent, name, .. } | Op::Rmdir { parent, name, .. } => {
+                self.names.remove(&(*parent, name.clone()));
+            }
+            Op::Rename {
+                from_parent,
+                from_name,
+                ..
+            } => {
+                self.names.remove(&(*from_parent, from_name.clone()));
+            }
+            _ => {}
+        }
+        self.journal.push(op);
+        if self.journal.len() >= SHIP_OPS
+            || self.overlay.len() as u64 > crate::redo::capacity(&self.sb) / 2
+        {
+            self.ship()?;
+        }
+        Ok(())
+    }
+
+    /// Ships the journal and waits for the service to apply it (fsync).
+    pub fn ship(&mut self) -> Result<()> {
+        if let Some(e) = self.deferred.take() {
+            return Err(FsError::Refused(e));
+        }
+        if self.journal.is_empty() {
+            return Ok(());
+        }
+        let batch = encode_batch(&self.journal);
+        self.journal.clear();
+        self.overlay.clear();
+        self.names.clear();
+        rpc(&self.shared, Request::Ship, &batch).map(|_| ())
+    }
+
+    /// A free inode reserved to this client.
+    pub fn take_inode(&mut self) -> Result<u64> {
+        if self.inodes.is_empty() {
+            let (r, _) = rpc(
+                &self.shared,
+                Request::Reserve {
+                    inodes: RESERVE_INODES,
+                    domain: 0,
+                    pages: 0,
+                    contiguous: false,
+                },
+                &[],
+            )?;
+            if let Reply::Reserved { inodes, .. } = r {
+                self.inodes.extend(inodes);
+            }
+        }
+        self.inodes
+            .first()
+            .copied()
+            .ok_or_else(|| FsError::NoSpace("no inode reserved".into()))
+    }
+
+    /// A free data page of domain `d`, zeroed, reserved to this client.
+    pub fn take_page(&mut self, d: u16) -> Result<u64> {
+        if self.pages.get(&d).is_none_or(|v| v.is_empty()) {
+            let (r, _) = rpc(
+                &self.shared,
+                Request::Reserve {
+                    inodes: 0,
+                    domain: d,
+                    pages: RESERVE_PAGES,
+                    contiguous: false,
+                },
+                &[],
+            )?;
+            if let Reply::Reserved { pages, .. } = r {
+                self.pages.entry(d).or_default().extend(pages);
+            }
+        }
+        self.pages
+            .get(&d)
+            .and_then(|v| v.first().copied())
+            .ok_or_else(|| FsError::NoSpace(format!("no page of domain {d}")))
+    }
+
+    /// `n` contiguous free data pages of domain `d`, reserved to this client.
+    pub fn take_extent(&mut self, d: u16, n: u64) -> Result<u64> {
+        let (r, _) = rpc(
+            &self.shared,
+            Request::Reserve {
+                inodes: 0,
+                domain: d,
+                pages: n as u32,
+                contiguous: true,
+            },
+            &[],
+        )?;
+        match r {
+            Reply::Reserved { pages, .. } if pages.len() as u64 == n => {
+                self.pages
+                    .entry(d)
+                    .or_default()
+                    .extend(pages.iter().copied());
+                Ok(pages[0])
+            }
+            _ => Err(FsError::NoSpace(format!(
+                "no extent of {n} pages in domain {d}"
+            ))),
+        }
+    }
+
+    /// The domain for this client's new files with permission bits `mode`.
+    pub fn domain_for(&mut self, mode: u32) -> Result<u16> {
+        let mode = mode & 0o777;
+        if let Some(&d) = self.my_domains.get(&mode) {
+            return Ok(d);
+        }
+        let (r, fd) = rpc(&self.shared, Request::Domain { mode }, &[])?;
+        let Reply::Domain { domain, writable } = r else {
+            return Err(FsError::Protocol("expected a domain".into()));
+        };
+        if let Some(fd) = fd {
+            let f = std::fs::File::from(fd);
+            self.domains.insert(domain, Map::of_file(&f, writable)?);
+        }
+        self.my_domains.insert(mode, domain);
+        Ok(domain)
+    }
+
+    /// The mapping of domain `d`'s data space (writable only if the service allowed it).
+    pub fn data(&mut self, d: u16) -> Result<&mut Map> {
+        if !self.domains.contains_key(&d) {
+            let (r, fd) = rpc(&self.shared, Request::MapDomain { domain: d }, &[])?;
+            let (Reply::Domain { writable, .. }, Some(fd)) = (r, fd) else {
+                return Err(FsError::Protocol("expected a domain descriptor".into()));
+            };
+            let f = std::fs::File::from(fd);
+            self.domains.insert(d, Map::of_file(&f, writable)?);
+        }
+        Ok(self.domains.get_mut(&d).unwrap())
+    }
+
+    /// The data page holding page `index` of `inode` (0: a hole).
+    pub fn page_of(&mut self, inode: &Inode, index: u64) -> Result<u64> {
+        match inode.kind {
+            Kind::Kv => Ok(if inode.root != 0 && index < self.sb.kv_object_pages {
+                inode.root + index
+            } else {
+                0
+            }),
+            _ => self.with_view(|v| radix::lookup(v, inode, index)),
+        }
+    }
+
+    /// Tells the service the client holds `ino` open.
+    pub fn note_open(&mut self, ino: u64) -> Result<()> {
+        rpc(&self.shared, Request::Open { ino }, &[])?;
+        self.opens.insert(ino);
+        Ok(())
+    }
+
+    /// Tells the service the client closed `ino`.
+    pub fn note_close(&mut self, ino: u64) -> Result<()> {
+        self.opens.remove(&ino);
+        // Pending operations (an unlink, say) must reach the service before the close
+        // that may let it free the object.
+        self.ship()?;
+        rpc(&self.shared, Request::Close { ino }, &[]).map(|_| ())
+    }
+
+    /// The client's credentials as the kernel reported them to the service.
+    pub fn cred(&self) -> (u32, u32) {
+        (self.uid, self.gid)
+    }
+}
+
+impl Client {
+    /// Connects to the service listening on `socket` and maps the volume read-only.
+    pub fn connect(socket: &Path) -> Result<Client> {
+        let s = UnixStream::connect(socket)
+            .map_err(|e| FsError::io(format!("connect {}", socket.display()), e))?;
+        let Some(f) = proto::recv(&s)? else {
+            return Err(FsError::Protocol(
+                "the service closed the connection".into(),
+            ));
+        };
+        let h: RepHeader = proto::parse(&f.header)?;
+        let (Reply::Welcome { client, uid, gid }, Some(fd)) = (h.reply, f.fd) else {
+            return Err(FsError::Protocol(
+                "expected a welcome with the metadata descriptor".into(),
+            ));
+        };
+        let file = std::fs::File::from(fd);
+        let mut meta = ReadOnly(Map::of_file(&file, false)?);
+        let sb = Superblock::read(&mut meta)?;
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(s.try_clone().map_err(|e| FsError::io("dup socket", e))?),
+            pending: Mutex::new(HashMap::new()),
+            leases: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        });
+        let state = Arc::new(Mutex::new(State {
+            meta,
+            sb,
+            uid,
+            gid,
+            overlay: Changes::new(),
+            journal: Vec::new(),
+            inodes: Vec::new(),
+            pages: HashMap::new(),
+            domains: HashMap::new(),
+            my_domains: HashMap::new(),
+            names: HashMap::new(),
+            opens: HashSet::new(),
+            deferred: None,
+            shared: shared.clone(),
+        }));
+        let (rtx, rrx) = channel::<u64>();
+        let sh = shared.clone();
+        let reader = std::thread::spawn(move || {
+            while let Ok(Some(f)) = proto::recv(&s) {
+                let Ok(h) = proto::parse::<RepHeader>(&f.header) else {
+                    break;
+                };
+                if let Reply::Revoke { ino } = h.reply {
+                    let _ = rtx.send(ino);
+                    continue;
+                }
+                if let Some((tx, tag)) = sh.pending.lock().unwrap().remove(&h.id) {
+                    if let (Some((ino, excl)), Reply::Ok) = (tag, &h.reply) {
+                        sh.leases.lock().unwrap().insert(ino, excl);
+                    }
+                    let _ = tx.send((h.reply, f.fd));
+                }
+            }
+            // Wake every waiter: the connection is gone.
+            sh.pending.lock().unwrap().clear();
+        });
+        let st = state.clone();
+        let sh = shared.clone();
+        std::thread::spawn(move || {
+            // The revoker: ships the journal and gives the lease back.
+            for ino in rrx {
+                let mut s = st.lock().unwrap();
+                sh.leases.lock().unwrap().remove(&ino);
+                let batch = if s.journal.is_empty() {
+                    Vec::new()
+                } else {
+                    encode_batch(&s.journal)
+                };
+                s.journal.clear();
+                s.overlay.clear();
+                s.names.clear();
+                let rx = rpc_send(&sh, Request::Release { ino }, &batch);
+                drop(s);
+                if let Ok(rx) = rx
+                    && let Err(e) = rpc_wait(rx)
+                {
+                    st.lock().unwrap().deferred = Some(e.to_string());
+                }
+            }
+        });
+        Ok(Client {
+            shared,
+            state,
+            client_id: client,
+            reader: Some(reader),
+        })
+    }
+
+    /// The number the service gave this client.
+    pub fn id(&self) -> u64 {
+        self.client_id
+    }
+
+    /// Locks the client state for one operation.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// Makes sure the client holds a lease covering `ino`, shipping its journal first
+    /// (a new lease may make other clients' changes visible, which the overlay would
+    /// hide), and returns the locked state with the lease held.
+    pub fn leased(&self, ino: u64, exclusive: bool) -> Result<MutexGuard<'_, State>> {
+        for _ in 0..64 {
+            let mut s = self.state();
+            if s.covered(ino, exclusive) {
+                return Ok(s);
+            }
+            s.ship()?;
+            drop(s);
+            rpc(&self.shared, Request::Acquire { ino, exclusive }, &[])?;
+        }
+        Err(FsError::Refused(format!(
+            "lease on inode {ino} revoked again and again"
+        )))
+    }
+
+    /// Ships the journal (the durability point of metadata operations).
+    pub fn sync(&self) -> Result<()> {
+        self.state().ship()
+    }
+
+    /// Leases currently held: (object, exclusive).
+    pub fn leases(&self) -> Vec<(u64, bool)> {
+        let mut v: Vec<_> = self
+            .shared
+            .leases
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Resolves an absolute path to (parent directory, last name, object if it exists),
+    /// taking shared leases on the directories it walks.
+    pub fn resolve_parent<'p>(&self, path: &'p str) -> Result<(u64, &'p str, Option<u64>)> {
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        if !path.starts_with('/') {
+            return Err(FsError::BadName {
+                name: path.into(),
+                why: "paths are absolute",
+            });
+        }
+        let Some((last, dirs)) = comps.split_last() else {
+            return Ok((ROOT_INO, "", Some(ROOT_INO)));
+        };
+        let mut d = ROOT_INO;
+        for c in dirs {
+            let mut s = self.leased(d, false)?;
+            d = s
+                .lookup(d, c)?
+                .ok_or_else(|| FsError::NotFound(path.into()))?;
+            if s.inode(d)?.kind != Kind::Dir {
+                return Err(FsError::WrongKind(format!(
+                    "{c} in {path} is not a directory"
+                )));
+            }
+        }
+        let mut s = self.leased(d, false)?;
+        let last_ino = s.lookup(d, last)?;
+        Ok((d, last, last_ino))
+    }
+
+    /// Resolves an absolute path to its object.
+    pub fn resolve(&self, path: &str) -> Result<u64> {
+        let (_, _, i) = self.resolve_parent(path)?;
+        i.ok_or_else(|| FsError::NotFound(path.into()))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.sync();
+        let _ = self
+            .shared
+            .writer
+            .lock()
+            .unwrap()
+            .shutdown(std::net::Shutdown::Both);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! KVFS: a flat namespace of whole small files with put/get/erase, on the same layout
+//! and service as PXFS.
+//!
+//! Every object is one contiguous extent of a fixed size (set at mkfs); the namespace is
+//! one directory's hash table; all objects share one permission domain. A put writes the
+//! new contents into a fresh extent and swaps it in with one journaled operation, so a
+//! reader sees either the old or the new file, never a mix.
+
+use crate::client::Client;
+use crate::error::{FsError, Result};
+use crate::inode::Kind;
+use crate::journal::Op;
+use crate::media::PAGE;
+
+/// A KVFS store: one directory of a volume.
+pub struct Kvfs {
+    client: Client,
+    dir: u64,
+    mode: u32,
+}
+
+impl Kvfs {
+    /// Opens (creating it if missing) the store in directory `path` of the volume served
+    /// on `socket`; objects get permission bits `mode`.
+    pub fn open(socket: &std::path::Path, path: &str, mode: u32) -> Result<Kvfs> {
+        let px = crate::pxfs::Pxfs::mount(socket)?;
+        match px.mkdir(path, 0o755) {
+            Ok(()) | Err(FsError::Exists(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let dir = px.client().resolve(path)?;
+        let client = px.into_client();
+        Ok(Kvfs { client, dir, mode })
+    }
+
+    /// The largest value a put accepts.
+    pub fn max_value(&self) -> u64 {
+        self.client.state().sb().kv_object_pages * PAGE
+    }
+
+    /// Stores `value` under `key`, replacing what was there.
+    pub fn put(&self, key: &str, value: &[u8]) -> Result<()> {
+        crate::dir::check_name(key)?;
+        let mut s = self.client.leased(self.dir, true)?;
+        let n = s.sb().kv_object_pages;
+        if value.len() as u64 > n * PAGE {
+            return Err(FsError::NoSpace(format!(
+                "value of {} bytes exceeds the {}-byte object",
+                value.len(),
+                n * PAGE
+            )));
+        }
+        let domain = s.domain_for(self.mode)?;
+        let extent = s.take_extent(domain, n)?;
+        let m = s.data(domain)?;
+        m.write_at(extent * PAGE, value)?;
+        m.persist_range(extent * PAGE, value.len() as u64);
+        let ino = match s.lookup(self.dir, key)? {
+            Some(ino) => ino,
+            None => {
+                let ino = s.take_inode()?;
+                s.record(Op::Create {
+                    parent: self.dir,
+                    name: key.into(),
+                    ino,
+                    kind: Kind::Kv,
+                    mode: self.mode,
+                    domain,
+                })?;
+                ino
+            }
+        };
+        s.record(Op::MapPages {
+            ino,
+            index: 0,
+            page: extent,
+            count: n,
+        })?;
+        s.record(Op::SetSize {
+            ino,
+            size: value.len() as u64,
+        })
+    }
+
+    /// The value stored under `key`.
+    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut s = self.client.leased(self.dir, false)?;
+        let Some(ino) = s.lookup(self.dir, key)? else {
+            return Ok(None);
+        };
+        let i = s.inode(ino)?;
+        if i.kind != Kind::Kv {
+            return Err(FsError::WrongKind(format!("{key} is not a KVFS object")));
+        }
+        let mut v = vec![0u8; i.size as usize];
+        if i.root != 0 {
+            s.data(i.domain)?.read_at(i.root * PAGE, &mut v)?;
+        }
+        Ok(Some(v))
+    }
+
+    /// Removes `key`; returns whether it existed.
+    pub fn erase(&self, key: &str) -> Result<bool> {
+        let mut s = self.client.leased(self.dir, true)?;
+        let Some(ino) = s.lookup(self.dir, key)? else {
+            return Ok(false);
+        };
+        s.record(Op::Unlink {
+            parent: self.dir,
+            name: key.into(),
+            ino,
+        })?;
+        Ok(true)
+    }
+
+    /// Ships pending operations.
+    pub fn sync(&self) -> Result<()> {
+        self.client.sync()
+    }
+
+    /// The libFS connection underneath.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}

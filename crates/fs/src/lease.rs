@@ -1,0 +1,110 @@
+//! Hierarchical leases: a lease on a directory covers everything below it.
+//!
+//! Shared leases are compatible with each other; an exclusive lease conflicts with any
+//! other client's lease on the same object, on an object above it, or on one below it.
+//! "Above" and "below" follow the parent fields of the inodes, read from the volume.
+
+use std::collections::HashMap;
+
+use crate::layout::ROOT_INO;
+use crate::view::PageSource;
+
+/// One client's hold on an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// The client.
+    pub client: u64,
+    /// Exclusive or shared.
+    pub exclusive: bool,
+}
+
+/// The lease table.
+#[derive(Default, Debug)]
+pub struct Leases {
+    held: HashMap<u64, Vec<Hold>>,
+}
+
+/// The objects from `ino` up to the root, `ino` first (bounded against loops).
+pub fn ancestry<S: PageSource + ?Sized>(src: &mut S, ino: u64) -> Vec<u64> {
+    let mut out = vec![ino];
+    let mut x = ino;
+    while x != ROOT_INO && out.len() < 4096 {
+        match src.inode(x) {
+            Ok(i) if i.parent != 0 && i.parent != x => {
+                x = i.parent;
+                out.push(x);
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+impl Leases {
+    /// Whether `client` holds a lease on exactly `ino` at least as strong as asked.
+    pub fn holds(&self, client: u64, ino: u64, exclusive: bool) -> bool {
+        self.held.get(&ino).is_some_and(|v| {
+            v.iter()
+                .any(|h| h.client == client && (h.exclusive || !exclusive))
+        })
+    }
+
+    /// Other clients' leases that conflict with `client` taking `ino`: (holder, object).
+    pub fn conflicts<S: PageSource + ?Sized>(
+        &self,
+        src: &mut S,
+        client: u64,
+        ino: u64,
+        exclusive: bool,
+    ) -> Vec<(u64, u64)> {
+        let up = ancestry(src, ino);
+        let mut out = Vec::new();
+        for (&x, holds) in &self.held {
+            for h in holds {
+                if h.client == client || !(exclusive || h.exclusive) {
+                    continue;
+                }
+                if up.contains(&x) || ancestry(src, x).contains(&ino) {
+                    out.push((h.client, x));
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Records a grant (replacing a weaker hold of the same client).
+    pub fn grant(&mut self, client: u64, ino: u64, exclusive: bool) {
+        let v = self.held.entry(ino).or_default();
+        v.retain(|h| h.client != client);
+        v.push(Hold { client, exclusive });
+    }
+
+    /// Drops `client`'s lease on `ino`.
+    pub fn release(&mut self, client: u64, ino: u64) {
+        if let Some(v) = self.held.get_mut(&ino) {
+            v.retain(|h| h.client != client);
+            if v.is_empty() {
+                self.held.remove(&ino);
+            }
+        }
+    }
+
+    /// Drops every lease of `client`.
+    pub fn release_all(&mut self, client: u64) {
+        self.held.retain(|_, v| {
+            v.retain(|h| h.client != client);
+            !v.is_empty()
+        });
+    }
+
+    /// Number of leases held by `client`.
+    pub fn count(&self, client: u64) -> usize {
+        self.held
+            .values()
+            .flatten()
+            .filter(|h| h.client == client)
+            .count()
+    }
+}

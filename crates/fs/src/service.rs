@@ -1,0 +1,666 @@
+//! The trusted file-system service (TFS).
+//!
+//! One thread owns all state and handles one event at a time: new connections, request
+//! frames, closed connections, and a periodic tick for lease timeouts. Reader threads
+//! (one per connection) only turn bytes into events. Clients are identified by their
+//! kernel credentials (SO_PEERCRED), never by anything they say about themselves.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use crate::apply::{Authority, apply_batch, domain_for, reclaim_orphan};
+use crate::domain::{self, Domain};
+use crate::error::{FsError, Result};
+use crate::inode::{Kind, access};
+use crate::journal::decode_batch;
+use crate::layout::Superblock;
+use crate::lease::Leases;
+use crate::map::{Map, Writable};
+use crate::media::PAGE;
+use crate::proto::{self, Frame, RepHeader, Reply, ReqHeader, Request};
+use crate::redo;
+use crate::txn::Changes;
+use crate::view::{MediaView, PageSource};
+use crate::volume;
+
+/// Service settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// How long a lease holder may take to release a revoked lease before the service
+    /// disconnects it and reclaims everything it held.
+    pub lease_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lease_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+enum Event {
+    Conn(UnixStream),
+    Frame(u64, Frame),
+    Closed(u64),
+    Stop,
+}
+
+struct Client {
+    stream: UnixStream,
+    uid: u32,
+    gid: u32,
+    inodes: HashSet<u64>,
+    pages: HashSet<(u16, u64)>,
+    opens: HashMap<u64, u32>,
+}
+
+struct Waiter {
+    client: u64,
+    id: u64,
+    ino: u64,
+    exclusive: bool,
+    deadline: Instant,
+}
+
+struct State {
+    dir: PathBuf,
+    meta: Writable,
+    sb: Superblock,
+    data: HashMap<u16, Map>,
+    clients: HashMap<u64, Client>,
+    leases: Leases,
+    waiters: Vec<Waiter>,
+    reserved_inodes: HashSet<u64>,
+    reserved_pages: HashSet<(u16, u64)>,
+    next_client: u64,
+    seq: u64,
+    inode_hint: u64,
+    cfg: Config,
+    events: Sender<Event>,
+}
+
+struct Auth<'a> {
+    client: u64,
+    c: &'a Client,
+    leases: &'a Leases,
+    clients: &'a HashMap<u64, Client>,
+}
+
+impl Authority for Auth<'_> {
+    fn cred(&self) -> (u32, u32) {
+        (self.c.uid, self.c.gid)
+    }
+    fn holds_lease(&self, ino: u64) -> bool {
+        self.leases.holds(self.client, ino, true)
+    }
+    fn inode_reserved(&self, ino: u64) -> bool {
+        self.c.inodes.contains(&ino)
+    }
+    fn page_reserved(&self, d: u16, p: u64) -> bool {
+        self.c.pages.contains(&(d, p))
+    }
+    fn is_open(&self, ino: u64) -> bool {
+        self.clients.values().any(|c| c.opens.contains_key(&ino))
+    }
+}
+
+fn reply(c: &Client, id: u64, r: Reply, fd: Option<&File>) {
+    // A client that cannot be written to is gone; its reader thread reports the close.
+    let _ = proto::send(
+        &c.stream,
+        &RepHeader { id, reply: r },
+        &[],
+        fd.map(|f| f.as_raw_fd()),
+    );
+}
+
+impl State {
+    fn commit(&mut self, changes: &Changes) -> Result<()> {
+        self.seq += 1;
+        redo::commit(&mut self.meta, &self.sb, self.seq, changes)
+    }
+
+    fn view(&mut self) -> MediaView<'_, Writable> {
+        MediaView::with_sb(&mut self.meta, self.sb)
+    }
+
+    fn data_map(&mut self, d: u16) -> Result<&mut Map> {
+        if !self.data.contains_key(&d) {
+            let f = volume::open_data(&self.dir, &self.sb, d, true)?;
+            self.data.insert(d, Map::of_file(&f, true)?);
+        }
+        Ok(self.data.get_mut(&d).unwrap())
+    }
+
+    /// Reclaims orphans left by a crash: unlinked objects nobody can hold open any more.
+    fn reclaim_all_orphans(&mut self) -> Result<usize> {
+        let mut n = 0;
+        for ino in 2..self.sb.inode_count {
+            let i = self.view().inode(ino)?;
+            if matches!(i.kind, Kind::File | Kind::Kv) && i.nlink == 0 {
+                let ch = reclaim_orphan(&mut self.meta, self.sb, ino)?;
+                self.commit(&ch)?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn accept(&mut self, s: UnixStream) {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        let Ok(cred) = getsockopt(&s, PeerCredentials) else {
+            return;
+        };
+        let id = self.next_client;
+        self.next_client += 1;
+        let Ok(rd) = s.try_clone() else { return };
+        let ev = self.events.clone();
+        std::thread::spawn(move || {
+            while let Ok(Some(f)) = proto::recv(&rd) {
+                if ev.send(Event::Frame(id, f)).is_err() {
+                    return;
+                }
+            }
+            let _ = ev.send(Event::Closed(id));
+        });
+        let c = Client {
+            stream: s,
+            uid: cred.uid(),
+            gid: cred.gid(),
+            inodes: HashSet::new(),
+            pages: HashSet::new(),
+            opens: HashMap::new(),
+        };
+        // A fresh read-only descriptor: the client can map the metadata, never write it.
+        match File::open(volume::meta_path(&self.dir)) {
+            Ok(f) => reply(
+                &c,
+                0,
+                Reply::Welcome {
+                    client: id,
+                    uid: c.uid,
+                    gid: c.gid,
+                },
+                Some(&f),
+            ),
+            Err(_) => return,
+        }
+        self.clients.insert(id, c);
+    }
+
+    fn drop_client(&mut self, id: u64) {
+        let Some(c) = self.clients.remove(&id) else {
+            return;
+        };
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        self.leases.release_all(id);
+        self.waiters.retain(|w| w.client != id);
+        for i in &c.inodes {
+            self.reserved_inodes.remove(i);
+        }
+        for p in &c.pages {
+            self.reserved_pages.remove(p);
+        }
+        for ino in c.opens.keys() {
+            self.maybe_reclaim(*ino);
+        }
+    }
+
+    fn maybe_reclaim(&mut self, ino: u64) {
+        if self.clients.values().any(|c| c.opens.contains_key(&ino)) {
+            return;
+        }
+        if let Ok(ch) = reclaim_orphan(&mut self.meta, self.sb, ino) {
+            let _ = self.commit(&ch);
+        }
+    }
+
+    fn ship(&mut self, id: u64, bin: &[u8]) -> std::result::Result<(), String> {
+        if bin.is_empty() {
+            return Ok(());
+        }
+        let ops = decode_batch(bin).map_err(|e| format!("malformed journal: {e}"))?;
+        let c = self.clients.get(&id).ok_or("unknown client")?;
+        let auth = Auth {
+            client: id,
+            c,
+            leases: &self.leases,
+            clients: &self.clients,
+        };
+        let out = apply_batch(&mut self.meta, self.sb, &auth, &ops)
+            .map_err(|r| format!("batch rejected: {r}"))?;
+        self.seq += 1;
+        redo::commit(&mut self.meta, &self.sb, self.seq, &out.changes)
+            .map_err(|e| e.to_string())?;
+        let c = self.clients.get_mut(&id).unwrap();
+        for i in out.used_inodes {
+            c.inodes.remove(&i);
+            self.reserved_inodes.remove(&i);
+        }
+        for p in out.used_pages {
+            c.pages.remove(&p);
+            self.reserved_pages.remove(&p);
+        }
+        Ok(())
+    }
+
+    fn reserve(
+        &mut self,
+        id: u64,
+        n_inodes: u32,
+        d: u16,
+        n_pages: u32,
+        contiguous: bool,
+    ) -> Result<Reply> {
+        let (uid, gid) = {
+            let c = &self.clients[&id];
+            (c.uid, c.gid)
+        };
+        let mut inodes = Vec::new();
+        let span = self.sb.inode_count - 2;
+        for k in 0..span {
+            if inodes.len() as u32 >= n_inodes {
+                break;
+            }
+            let ino = 2 + (self.inode_hint + k) % span;
+            if self.reserved_inodes.contains(&ino) {
+                continue;
+            }
+            if self.view().inode(ino)?.kind == Kind::Free {
+                inodes.push(ino);
+            }
+        }
+        if (inodes.len() as u32) < n_inodes {
+            return Err(FsError::NoSpace("no free inodes".into()));
+        }
+        if let Some(&last) = inodes.last() {
+            self.inode_hint = last - 1;
+        }
+        let mut pages = Vec::new();
+        if n_pages > 0 {
+            let table = domain::read_table(&mut self.view())?;
+            let Some(dom) = table.get(d as usize).copied().flatten() else {
+                return Err(FsError::NotFound(format!("domain {d}")));
+            };
+            if !access(uid, gid, dom.uid, dom.gid, dom.mode).write {
+                return Err(FsError::Denied(format!(
+                    "uid {uid} may not write domain {d}"
+                )));
+            }
+            let first = self.sb.dbitmap_of(d as u64);
+            let bits_pp = crate::layout::BITS_PER_PAGE;
+            let mut run_start = 0;
+            let mut page_cache: Option<(u64, crate::media::PageBuf)> = None;
+            for p in 1..self.sb.domain_pages {
+                let pg = first + p / bits_pp;
+                if page_cache.as_ref().map(|x| x.0) != Some(pg) {
+                    let buf = self.view().page(pg, crate::media::Tag::Bitmap)?;
+                    page_cache = Some((pg, buf));
+                }
+                let b = &page_cache.as_ref().unwrap().1;
+                let bit = p % bits_pp;
+                let free = b[(bit / 8) as usize] & (1 << (bit % 8)) == 0
+                    && !self.reserved_pages.contains(&(d, p));
+                if !free {
+                    if contiguous {
+                        pages.clear();
+                    }
+                    continue;
+                }
+                if contiguous && pages.is_empty() {
+                    run_start = p;
+                }
+                pages.push(p);
+                if pages.len() as u32 == n_pages {
+                    break;
+                }
+            }
+            let _ = run_start;
+            if (pages.len() as u32) < n_pages {
+                return Err(FsError::NoSpace(format!(
+                    "domain {d} has no {n_pages} free pages"
+                )));
+            }
+            // Pages are zeroed when handed out, so a client never sees another's old data.
+            let m = self.data_map(d)?;
+            for &p in &pages {
+                m.write_at(p * PAGE, &[0u8; PAGE as usize])?;
+                m.persist_range(p * PAGE, PAGE);
+            }
+        }
+        let c = self.clients.get_mut(&id).unwrap();
+        for &i in &inodes {
+            c.inodes.insert(i);
+            self.reserved_inodes.insert(i);
+        }
+        for &p in &pages {
+            c.pages.insert((d, p));
+            self.reserved_pages.insert((d, p));
+        }
+        Ok(Reply::Reserved { inodes, pages })
+    }
+
+    fn domain_fd(&mut self, id: u64, d: u16, dom: Domain) -> Result<(Reply, File)> {
+        let c = &self.clients[&id];
+        let acc = access(c.uid, c.gid, dom.uid, dom.gid, dom.mode);
+        if !acc.read && !acc.write {
+            return Err(FsError::Denied(format!(
+                "uid {} may not access domain {d}",
+                c.uid
+            )));
+        }
+        self.data_map(d)?;
+        let p = volume::data_path(&self.dir, d);
+        // Write-only files are mapped read-write: memory has no write-only protection
+        // (the paper names this mismatch as an open problem).
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(acc.write)
+            .open(&p)
+            .map_err(|e| FsError::io(format!("open {}", p.display()), e))?;
+        Ok((
+            Reply::Domain {
+                domain: d,
+                writable: acc.write,
+            },
+            f,
+        ))
+    }
+
+    fn handle(&mut self, id: u64, f: Frame) {
+        let h: ReqHeader = match proto::parse(&f.header) {
+            Ok(h) => h,
+            Err(_) => return self.drop_client(id),
+        };
+        let rid = h.id;
+        let result: std::result::Result<(Reply, Option<File>), String> = match h.req {
+            Request::Ship => self.ship(id, &f.bin).map(|_| (Reply::Ok, None)),
+            Request::Release { ino } => {
+                let r = self.ship(id, &f.bin);
+                self.leases.release(id, ino);
+                r.map(|_| (Reply::Ok, None))
+            }
+            Request::Acquire { ino, exclusive } => {
+                if ino == 0 || ino >= self.sb.inode_count {
+                    Err(format!("inode {ino} outside the table"))
+                } else {
+                    self.waiters.push(Waiter {
+                        client: id,
+                        id: rid,
+                        ino,
+                        exclusive,
+                        deadline: Instant::now() + self.cfg.lease_timeout,
+                    });
+                    self.serve_waiters(true);
+                    return;
+                }
+            }
+            Request::Reserve {
+                inodes,
+                domain,
+                pages,
+                contiguous,
+            } => self
+                .reserve(id, inodes, domain, pages, contiguous)
+                .map(|r| (r, None))
+                .map_err(|e| e.to_string()),
+            Request::Domain { mode } => {
+                let c = &self.clients[&id];
+                let dom = Domain {
+                    uid: c.uid,
+                    gid: c.gid,
+                    mode: mode & 0o777,
+                };
+                (|| -> Result<(Reply, Option<File>)> {
+                    let (d, added, ch) = domain_for(&mut self.meta, self.sb, dom)?;
+                    if added {
+                        volume::open_data(&self.dir, &self.sb, d, true)?;
+                    }
+                    self.commit(&ch)?;
+                    let (r, f) = self.domain_fd(id, d, dom)?;
+                    Ok((r, Some(f)))
+                })()
+                .map_err(|e| e.to_string())
+            }
+            Request::MapDomain { domain: d } => (|| -> Result<(Reply, Option<File>)> {
+                let table = domain::read_table(&mut self.view())?;
+                let dom = table
+                    .get(d as usize)
+                    .copied()
+                    .flatten()
+                    .ok_or(FsError::NotFound(format!("domain {d}")))?;
+                let (r, f) = self.domain_fd(id, d, dom)?;
+                Ok((r, Some(f)))
+            })()
+            .map_err(|e| e.to_string()),
+            // An inode reserved to the client may be one its unshipped journal creates.
+            Request::Open { ino } => match self.view().inode(ino) {
+                Ok(i) if i.kind != Kind::Free || self.clients[&id].inodes.contains(&ino) => {
+                    *self
+                        .clients
+                        .get_mut(&id)
+                        .unwrap()
+                        .opens
+                        .entry(ino)
+                        .or_default() += 1;
+                    Ok((Reply::Ok, None))
+                }
+                Ok(_) => Err(format!("inode {ino} is free")),
+                Err(e) => Err(e.to_string()),
+            },
+            Request::Close { ino } => {
+                let c = self.clients.get_mut(&id).unwrap();
+                match c.opens.get_mut(&ino) {
+                    Some(n) if *n > 1 => *n -= 1,
+                    Some(_) => {
+                        c.opens.remove(&ino);
+                        self.maybe_reclaim(ino);
+                    }
+                    None => {}
+                }
+                Ok((Reply::Ok, None))
+            }
+        };
+        if let Some(c) = self.clients.get(&id) {
+            match result {
+                Ok((r, f)) => reply(c, rid, r, f.as_ref()),
+                Err(e) => reply(c, rid, Reply::Err(e), None),
+            }
+        }
+        self.serve_waiters(false);
+    }
+
+    /// Grants what can be granted; asks holders to give up what blocks a waiter (once,
+    /// when `fresh`, for the newest waiter); disconnects holders past the deadline.
+    fn serve_waiters(&mut self, fresh: bool) {
+        let mut k = 0;
+        let now = Instant::now();
+        while k < self.waiters.len() {
+            let w = &self.waiters[k];
+            let (client, rid, ino, excl, deadline) =
+                (w.client, w.id, w.ino, w.exclusive, w.deadline);
+            let sb = self.sb;
+            let mut view = MediaView::with_sb(&mut self.meta, sb);
+            let conflicts = self.leases.conflicts(&mut view, client, ino, excl);
+            if conflicts.is_empty() {
+                self.leases.grant(client, ino, excl);
+                self.waiters.remove(k);
+                if let Some(c) = self.clients.get(&client) {
+                    reply(c, rid, Reply::Ok, None);
+                }
+                continue;
+            }
+            if now >= deadline {
+                // The holders did not answer in time: they lose everything they hold.
+                for (holder, _) in &conflicts {
+                    self.drop_client(*holder);
+                }
+                k = 0;
+                continue;
+            }
+            if fresh && k == self.waiters.len() - 1 {
+                for (holder, x) in &conflicts {
+                    if let Some(c) = self.clients.get(holder) {
+                        reply(c, 0, Reply::Revoke { ino: *x }, None);
+                    }
+                }
+            }
+            k += 1;
+        }
+    }
+}
+
+/// A running service (for tests and embedding); stops when dropped.
+pub struct Handle {
+    stop: Arc<AtomicBool>,
+    events: Sender<Event>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+    socket: PathBuf,
+}
+
+impl Handle {
+    /// The socket path clients connect to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stops the service and returns how its main loop ended.
+    pub fn stop(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.events.send(Event::Stop);
+        // Wake the accept loop.
+        let _ = UnixStream::connect(&self.socket);
+        let r = match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(FsError::Protocol("service thread panicked".into()))),
+            None => Ok(()),
+        };
+        let _ = std::fs::remove_file(&self.socket);
+        r
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// Opens the volume at `dir` (replaying its redo log and reclaiming orphans) and serves
+/// it on `socket` from background threads.
+pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
+    let (_f, mut meta) = volume::open_meta_rw(dir)?;
+    let sb = Superblock::read(&mut meta)?;
+    redo::recover(&mut meta, &sb)?;
+    if socket.exists() {
+        if UnixStream::connect(socket).is_ok() {
+            return Err(FsError::Exists(format!(
+                "a service already listens on {}",
+                socket.display()
+            )));
+        }
+        let _ = std::fs::remove_file(socket);
+    }
+    let listener = UnixListener::bind(socket)
+        .map_err(|e| FsError::io(format!("bind {}", socket.display()), e))?;
+    let (tx, rx) = channel();
+    let mut st = State {
+        dir: dir.to_path_buf(),
+        meta,
+        sb,
+        data: HashMap::new(),
+        clients: HashMap::new(),
+        leases: Leases::default(),
+        waiters: Vec::new(),
+        reserved_inodes: HashSet::new(),
+        reserved_pages: HashSet::new(),
+        next_client: 1,
+        seq: 0,
+        inode_hint: 0,
+        cfg,
+        events: tx.clone(),
+    };
+    st.reclaim_all_orphans()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            if stop2.load(Ordering::SeqCst) {
+                return;
+            }
+            if let Ok(s) = s
+                && tx2.send(Event::Conn(s)).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let thread = std::thread::spawn(move || main_loop(st, rx));
+    Ok(Handle {
+        stop,
+        events: tx,
+        thread: Some(thread),
+        socket: socket.to_path_buf(),
+    })
+}
+
+fn main_loop(mut st: State, rx: Receiver<Event>) -> Result<()> {
+    let tick = Duration::from_millis(50)
+        .min(st.cfg.lease_timeout / 4)
+        .max(Duration::from_millis(1));
+    loop {
+        match rx.recv_timeout(tick) {
+            Ok(Event::Conn(s)) => st.accept(s),
+            Ok(Event::Frame(id, f)) => {
+                if st.clients.contains_key(&id) {
+                    st.handle(id, f)
+                }
+            }
+            Ok(Event::Closed(id)) => {
+                st.drop_client(id);
+                st.serve_waiters(false);
+            }
+            Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => {
+                let ids: Vec<u64> = st.clients.keys().copied().collect();
+                for id in ids {
+                    st.drop_client(id);
+                }
+                return Ok(());
+            }
+            Err(RecvTimeoutError::Timeout) => st.serve_waiters(false),
+        }
+    }
+}
+
+/// Serves the volume at `dir` on `socket` until SIGINT or SIGTERM.
+pub fn serve(dir: &Path, socket: &Path, cfg: Config) -> Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    // Block the stop signals in every thread, then wait for one in this thread.
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.thread_block()
+        .map_err(|e| FsError::io("sigprocmask", e.into()))?;
+    let h = spawn(dir, socket, cfg)?;
+    eprintln!(
+        "pmlab fs: serving {} on {}",
+        dir.display(),
+        socket.display()
+    );
+    let _ = set.wait();
+    h.stop()
+}

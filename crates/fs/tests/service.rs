@@ -1,0 +1,328 @@
+//! The service in-process on a socket in a temporary directory, with libFS clients.
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pmlab_fs::FsError;
+use pmlab_fs::fsck::fsck_volume;
+use pmlab_fs::inode::Kind;
+use pmlab_fs::journal::{Op, encode_batch};
+use pmlab_fs::kvfs::Kvfs;
+use pmlab_fs::layout::Params;
+use pmlab_fs::mkfs::RootOwner;
+use pmlab_fs::proto::{self, RepHeader, Reply, ReqHeader, Request};
+use pmlab_fs::pxfs::{OpenFlags, Pxfs};
+use pmlab_fs::service::{self, Config, Handle};
+
+fn params() -> Params {
+    Params {
+        meta_pages: 2048,
+        inodes: 31 * 64,
+        log_pages: 200,
+        max_domains: 8,
+        domain_pages: 4096,
+        kv_object_pages: 2,
+        volume_id: 3,
+    }
+}
+
+struct Rig {
+    _tmp: tempfile::TempDir,
+    vol: PathBuf,
+    sock: PathBuf,
+    svc: Option<Handle>,
+}
+
+fn rig(timeout_ms: u64) -> Rig {
+    let tmp = tempfile::tempdir().unwrap();
+    let vol = tmp.path().join("vol");
+    let sock = tmp.path().join("sock");
+    pmlab_fs::volume::create(
+        &vol,
+        &params(),
+        RootOwner {
+            uid: 0,
+            gid: 0,
+            mode: 0o777,
+        },
+    )
+    .unwrap();
+    let svc = service::spawn(
+        &vol,
+        &sock,
+        Config {
+            lease_timeout: Duration::from_millis(timeout_ms),
+        },
+    )
+    .unwrap();
+    Rig {
+        _tmp: tmp,
+        vol,
+        sock,
+        svc: Some(svc),
+    }
+}
+
+impl Rig {
+    fn stop_and_check(mut self) {
+        self.svc.take().unwrap().stop().unwrap();
+        let r = fsck_volume(&self.vol).unwrap();
+        assert!(r.clean() && r.findings.is_empty(), "{:#?}", r.findings);
+    }
+}
+
+fn meta_bytes(vol: &Path) -> Vec<u8> {
+    std::fs::read(pmlab_fs::volume::meta_path(vol)).unwrap()
+}
+
+#[test]
+fn pxfs_namespace_and_data_round_trip() {
+    let r = rig(2000);
+    {
+        let fs = Pxfs::mount(&r.sock).unwrap();
+        fs.mkdir("/docs", 0o755).unwrap();
+        assert!(matches!(fs.mkdir("/docs", 0o755), Err(FsError::Exists(_))));
+        let fd = fs.create("/docs/a.txt", 0o644).unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(fs.write(fd, &data).unwrap(), data.len());
+        fs.fsync(fd).unwrap();
+        let mut back = vec![0u8; 12_000];
+        assert_eq!(fs.pread(fd, 0, &mut back).unwrap(), 10_000);
+        assert_eq!(&back[..10_000], &data[..]);
+        fs.close(fd).unwrap();
+
+        let fd = fs
+            .open(
+                "/docs/a.txt",
+                OpenFlags {
+                    write: true,
+                    append: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        fs.write(fd, b"tail").unwrap();
+        fs.close(fd).unwrap();
+        assert_eq!(fs.stat("/docs/a.txt").unwrap().size, 10_004);
+
+        fs.rename("/docs/a.txt", "/b.txt").unwrap();
+        assert_eq!(
+            fs.readdir("/").unwrap(),
+            vec!["b.txt".to_string(), "docs".to_string()]
+        );
+        assert!(fs.readdir("/docs").unwrap().is_empty());
+        assert!(matches!(fs.stat("/docs/a.txt"), Err(FsError::NotFound(_))));
+        let fd = fs.open("/b.txt", OpenFlags::default()).unwrap();
+        let mut b = vec![0u8; 4];
+        assert_eq!(fs.pread(fd, 10_000, &mut b).unwrap(), 4);
+        assert_eq!(&b, b"tail");
+        fs.close(fd).unwrap();
+        fs.rmdir("/docs").unwrap();
+        fs.truncate("/b.txt", 5000).unwrap();
+        assert_eq!(fs.stat("/b.txt").unwrap().size, 5000);
+        fs.sync().unwrap();
+    }
+    r.stop_and_check();
+}
+
+#[test]
+fn a_second_client_sees_the_first_ones_changes_through_revocation() {
+    let r = rig(2000);
+    {
+        let a = Pxfs::mount(&r.sock).unwrap();
+        let b = Pxfs::mount(&r.sock).unwrap();
+        a.mkdir("/shared", 0o777).unwrap();
+        let fd = a.create("/shared/f", 0o666).unwrap();
+        a.write(fd, b"hello from a").unwrap();
+        // No fsync: b's lease request makes the service revoke a's, and a ships.
+        let g = b.open("/shared/f", OpenFlags::default()).unwrap();
+        let mut buf = [0u8; 32];
+        let n = b.read(g, &mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello from a");
+        // And the other way round.
+        let h = b.create("/shared/g", 0o666).unwrap();
+        b.write(h, b"from b").unwrap();
+        assert_eq!(a.readdir("/shared").unwrap(), vec!["f", "g"]);
+        a.close(fd).unwrap();
+        b.close(g).unwrap();
+        b.close(h).unwrap();
+    }
+    r.stop_and_check();
+}
+
+#[test]
+fn an_unlinked_file_stays_readable_while_open() {
+    let r = rig(2000);
+    {
+        let a = Pxfs::mount(&r.sock).unwrap();
+        let b = Pxfs::mount(&r.sock).unwrap();
+        let fd = a.create("/tmpfile", 0o666).unwrap();
+        a.write(fd, &vec![7u8; 9000]).unwrap();
+        a.fsync(fd).unwrap();
+        b.unlink("/tmpfile").unwrap();
+        b.sync().unwrap();
+        assert!(matches!(a.stat("/tmpfile"), Err(FsError::NotFound(_))));
+        let mut buf = vec![0u8; 9000];
+        assert_eq!(a.pread(fd, 0, &mut buf).unwrap(), 9000);
+        assert!(buf.iter().all(|&x| x == 7));
+        assert_eq!(a.fstat(fd).unwrap().nlink, 0);
+        a.close(fd).unwrap();
+    }
+    r.stop_and_check();
+}
+
+#[test]
+fn kvfs_put_get_erase() {
+    let r = rig(2000);
+    {
+        let kv = Kvfs::open(&r.sock, "/kv", 0o644).unwrap();
+        assert_eq!(kv.max_value(), 8192);
+        for k in 0..50 {
+            kv.put(&format!("key{k}"), format!("value number {k}").as_bytes())
+                .unwrap();
+        }
+        kv.put("key7", b"replaced").unwrap();
+        assert_eq!(kv.get("key7").unwrap().unwrap(), b"replaced");
+        assert_eq!(kv.get("key42").unwrap().unwrap(), b"value number 42");
+        assert_eq!(kv.get("nope").unwrap(), None);
+        assert!(kv.erase("key3").unwrap());
+        assert!(!kv.erase("key3").unwrap());
+        assert!(kv.put("big", &vec![0u8; 8193]).is_err());
+        kv.sync().unwrap();
+        // A second client, through PXFS, sees the same namespace.
+        let px = Pxfs::mount(&r.sock).unwrap();
+        assert_eq!(px.readdir("/kv").unwrap().len(), 49);
+        assert_eq!(px.stat("/kv/key7").unwrap().kind, Kind::Kv);
+    }
+    r.stop_and_check();
+}
+
+fn raw_connect(sock: &Path) -> (UnixStream, u64) {
+    let s = UnixStream::connect(sock).unwrap();
+    let f = proto::recv(&s).unwrap().unwrap();
+    let h: RepHeader = proto::parse(&f.header).unwrap();
+    let Reply::Welcome { client, .. } = h.reply else {
+        panic!()
+    };
+    assert!(f.fd.is_some());
+    (s, client)
+}
+
+fn raw_call(s: &UnixStream, id: u64, req: Request, bin: &[u8]) -> Reply {
+    proto::send(s, &ReqHeader { id, req }, bin, None).unwrap();
+    loop {
+        let f = proto::recv(s).unwrap().unwrap();
+        let h: RepHeader = proto::parse(&f.header).unwrap();
+        if h.id == id {
+            return h.reply;
+        }
+    }
+}
+
+#[test]
+fn forged_and_malformed_journals_change_nothing() {
+    let r = rig(2000);
+    {
+        let fs = Pxfs::mount(&r.sock).unwrap();
+        fs.mkdir("/d", 0o755).unwrap();
+        fs.sync().unwrap();
+    }
+    let before = meta_bytes(&r.vol);
+    let (s, _) = raw_connect(&r.sock);
+    // Without a lease, with an inode never reserved, with garbage bytes, with a flipped bit.
+    let forged = encode_batch(&[Op::Create {
+        parent: 1,
+        name: "evil".into(),
+        ino: 40,
+        kind: Kind::Dir,
+        mode: 0o777,
+        domain: 0,
+    }]);
+    let Reply::Err(e) = raw_call(&s, 1, Request::Ship, &forged) else {
+        panic!("accepted a forged batch")
+    };
+    assert!(
+        e.contains("operation 0 (create)") && e.contains("no lease"),
+        "{e}"
+    );
+    assert_eq!(
+        raw_call(
+            &s,
+            2,
+            Request::Acquire {
+                ino: 1,
+                exclusive: true
+            },
+            &[]
+        ),
+        Reply::Ok
+    );
+    let Reply::Err(e) = raw_call(&s, 3, Request::Ship, &forged) else {
+        panic!()
+    };
+    assert!(e.contains("not reserved"), "{e}");
+    let Reply::Err(e) = raw_call(&s, 4, Request::Ship, b"\x01\x02garbage") else {
+        panic!()
+    };
+    assert!(
+        e.contains("malformed journal") && e.contains("batch magic"),
+        "{e}"
+    );
+    let mut flipped = forged.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 1;
+    let Reply::Err(e) = raw_call(&s, 5, Request::Ship, &flipped) else {
+        panic!()
+    };
+    assert!(e.contains("checksum"), "{e}");
+    // Removing a non-empty directory, unlinking what is not there.
+    let bad = encode_batch(&[Op::Unlink {
+        parent: 1,
+        name: "d".into(),
+        ino: 2,
+    }]);
+    let Reply::Err(e) = raw_call(&s, 6, Request::Ship, &bad) else {
+        panic!()
+    };
+    assert!(e.contains("rmdir") || e.contains("not"), "{e}");
+    drop(s);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        meta_bytes(&r.vol) == before,
+        "a rejected batch changed the volume"
+    );
+    r.stop_and_check();
+}
+
+#[test]
+fn a_client_that_stops_answering_loses_its_leases() {
+    let r = rig(200);
+    let (s, _) = raw_connect(&r.sock);
+    assert_eq!(
+        raw_call(
+            &s,
+            1,
+            Request::Acquire {
+                ino: 1,
+                exclusive: true
+            },
+            &[]
+        ),
+        Reply::Ok
+    );
+    // The raw client never answers the revocation; after the timeout the service
+    // disconnects it and grants the lease to the libFS client.
+    {
+        let fs = Pxfs::mount(&r.sock).unwrap();
+        fs.mkdir("/x", 0o755).unwrap();
+        fs.sync().unwrap();
+        assert_eq!(fs.readdir("/").unwrap(), vec!["x"]);
+    }
+    let mut rest = Vec::new();
+    let mut rd = &s;
+    // The service has closed the connection.
+    let got_eof = std::io::Read::read_to_end(&mut rd, &mut rest).is_ok();
+    assert!(got_eof);
+    r.stop_and_check();
+}
