@@ -64,76 +64,86 @@ pub(crate) fn is_separator(b: u8) -> bool {
 #[inline(always)]
 pub(crate) fn scan_hex(line: &[u8], pos: &mut usize, stop: u8) -> Result<u64, NumError> {
     let mut i = *pos;
-    let first = HEX_VALUE[line[i] as usize];
-    if first == INVALID {
-        return Err(NumError::NotANumber(line[i]));
+    let first = line[i];
+    if HEX_VALUE[first as usize] == INVALID {
+        return Err(NumError::NotANumber(first));
     }
-    i += 1;
-    if first == 0 && (line[i] == b'x' || line[i] == b'X') {
-        i += 1;
+    if first == b'0' && matches!(line.get(i + 1), Some(b'x' | b'X')) {
+        i += 2;
     }
-    let mut value = first as u64;
-    loop {
-        let b = line[i];
+    // Iterating the slice (rather than indexing) keeps bounds checks out of the
+    // per-digit loop; overflow is checked once, from the digit count, not per digit.
+    let mut value = 0u64;
+    let mut digits = 0usize;
+    for &b in &line[i..] {
         let d = HEX_VALUE[b as usize];
         if d == INVALID {
-            if is_separator(b) || b == stop {
-                break;
-            }
-            return Err(NumError::BadDigit(b));
-        }
-        if value >> 60 != 0 {
-            return Err(NumError::Overflow);
+            break;
         }
         value = (value << 4) | d as u64;
-        i += 1;
+        digits += 1;
     }
-    *pos = i;
+    let end = i + digits;
+    let b = line[end];
+    if !(is_separator(b) || b == stop) {
+        return Err(NumError::BadDigit(b));
+    }
+    if digits > 16 && line[i..end - 16].iter().any(|&b| b != b'0') {
+        return Err(NumError::Overflow);
+    }
+    *pos = end;
     Ok(value)
 }
 
 /// Scans a decimal number starting at `line[*pos]`, stopping at a separator or `stop`.
 #[inline(always)]
 pub(crate) fn scan_dec(line: &[u8], pos: &mut usize, stop: u8) -> Result<u64, NumError> {
-    let mut i = *pos;
+    let i = *pos;
     let b = line[i];
     if !b.is_ascii_digit() {
         return Err(NumError::NotANumber(b));
     }
     let mut value: u64 = 0;
-    loop {
-        let b = line[i];
+    let mut digits = 0usize;
+    for &b in &line[i..] {
         if !b.is_ascii_digit() {
-            if is_separator(b) || b == stop {
-                break;
-            }
-            return Err(NumError::BadDigit(b));
+            break;
         }
         value = value
             .checked_mul(10)
             .and_then(|v| v.checked_add((b - b'0') as u64))
             .ok_or(NumError::Overflow)?;
-        i += 1;
+        digits += 1;
     }
-    *pos = i;
+    let end = i + digits;
+    let b = line[end];
+    if !(is_separator(b) || b == stop) {
+        return Err(NumError::BadDigit(b));
+    }
+    *pos = end;
     Ok(value)
 }
 
 /// Advances past blanks and tabs (and a stray carriage return).
 #[inline(always)]
 pub(crate) fn skip_blanks(line: &[u8], pos: &mut usize) {
-    while matches!(line[*pos], b' ' | b'\t' | b'\r') {
-        *pos += 1;
+    // Fields are almost always separated by a single blank: test that first.
+    if !matches!(line[*pos], b' ' | b'\t' | b'\r') {
+        return;
     }
+    *pos += 1 + line[*pos + 1..]
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+        .unwrap_or(line.len() - *pos - 1);
 }
 
 /// Advances to just past the next `\n`.
 #[inline(always)]
 pub(crate) fn skip_line(line: &[u8], pos: &mut usize) {
-    while line[*pos] != b'\n' {
-        *pos += 1;
-    }
-    *pos += 1;
+    *pos += 1 + line[*pos..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(line.len() - *pos - 1);
 }
 
 /// Appends `value` in lower-case hex without leading zeros (at least one digit).
@@ -184,6 +194,17 @@ mod tests {
             scan_hex(b"g\n", &mut pos, b'\n'),
             Err(NumError::NotANumber(b'g'))
         );
+    }
+
+    #[test]
+    fn leading_zeros_do_not_overflow_and_bare_prefix_is_zero() {
+        let mut pos = 0;
+        assert_eq!(scan_hex(b"0000000000000000000001 x\n", &mut pos, b'\n'), Ok(1));
+        assert_eq!(pos, 22);
+        let mut pos = 0;
+        assert_eq!(scan_hex(b"0x\n", &mut pos, b'\n'), Ok(0));
+        let mut pos = 0;
+        assert_eq!(scan_hex(b"10000000000000000\n", &mut pos, b'\n'), Err(NumError::Overflow));
     }
 
     #[test]
