@@ -96,9 +96,10 @@ impl ConflictModel {
     /// `C_avg = B * sum_{u=A+1}^{min(P/B, U)} (u - A) P(u in bin)`.
     pub fn c_avg(&self, pages: u64) -> f64 {
         let top = self.frames_per_bin().min(pages);
-        let per_bin: f64 = ((self.assoc + 1)..=top)
+        // A fold from +0.0: an empty f64 `sum()` is -0.0, which would print as "-0.000".
+        let per_bin = ((self.assoc + 1)..=top)
             .map(|u| (u - self.assoc) as f64 * self.prob_in_bin(u, pages))
-            .sum();
+            .fold(0.0, |acc, x| acc + x);
         self.bins as f64 * per_bin
     }
 

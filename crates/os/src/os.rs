@@ -116,6 +116,8 @@ pub struct Os {
     spaces: FastMap<Pid, AddressSpace>,
     policy: Box<dyn PlacementPolicy>,
     counters: OsCounters,
+    /// A page was unmapped since the last [`Os::take_stale`].
+    stale: bool,
 }
 
 impl std::fmt::Debug for Os {
@@ -149,6 +151,7 @@ impl Os {
             spaces: FastMap::default(),
             policy,
             counters: OsCounters::default(),
+            stale: false,
         })
     }
 
@@ -233,6 +236,7 @@ impl Os {
                 .evict(victim_vpn);
             self.policy.unmapped(victim_pid, victim_vpn, pfn);
             self.counters.evictions += 1;
+            self.stale = true;
         }
         self.memory.set_owner(pfn, Some((pid, vpn)));
         let space = self
@@ -263,9 +267,16 @@ impl Os {
             self.memory.make_lru(pfn);
         }
         self.policy.exited(pid);
+        self.stale |= !pages.is_empty();
         self.counters.exits += 1;
         self.counters.frames_released += pages.len() as u64;
         pages.len()
+    }
+
+    /// Whether any page was unmapped (evicted, or released by an exit) since the last
+    /// call; a TLB model flushes then, as an OS shoots down stale translations.
+    pub fn take_stale(&mut self) -> bool {
+        std::mem::take(&mut self.stale)
     }
 
     /// The address space of `pid`, if it has touched memory and not exited.

@@ -59,6 +59,10 @@ fn taking_an_occupied_frame_unmaps_its_page() {
         os.touch(1, vpn);
     }
     let resident = (0..6).filter(|&v| os.translate(1, v).is_some()).count() as u64;
+    assert!(
+        os.take_stale() && !os.take_stale(),
+        "evictions make translations stale"
+    );
     assert!(resident <= 4);
     assert_eq!(os.counters().evictions, 6 - resident);
     assert_eq!(

@@ -1,14 +1,262 @@
-//! `pmlab placement`.
+//! `pmlab placement`: Kessler & Hill's careful page mapping — the analytic conflict
+//! model of section 2 beside a Monte Carlo of random placement through the OS model.
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use pmlab_os::PageSize;
+use pmlab_os::figures::{FigureConfig, FigurePoint, MonteCarloSpec, model_figures};
 
 /// Arguments of `pmlab placement`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Remaining arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    rest: Vec<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The conflict model (equations 1-2): Figure 3 (C_min, C_avg, C_max of a
+    /// direct-mapped cache) and Figure 4 (mapping conflicts C_avg - C_min per
+    /// associativity), with the paper's parameters as defaults.
+    Model(ModelArgs),
+}
+
+/// Arguments of `pmlab placement model`.
+#[derive(clap::Args)]
+struct ModelArgs {
+    /// Main memory (all of it is the model's P available frames).
+    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    memory: u64,
+    /// Page size.
+    #[arg(long, default_value = "16KiB", value_parser = parse_size)]
+    page_size: u64,
+    /// Cache size (the paper's N = cache size / page size).
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    cache: u64,
+    /// Associativities, comma separated (Figure 3 uses the first).
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',')]
+    assoc: Vec<u32>,
+    /// Largest application size in pages (default 4 N).
+    #[arg(long)]
+    max_pages: Option<u64>,
+    /// Step between application sizes in pages (default N / 8).
+    #[arg(long)]
+    step: Option<u64>,
+    /// Trials of a Monte Carlo of random placement through the OS model, shown beside the
+    /// model (0: none).
+    #[arg(long, default_value_t = 0)]
+    monte_carlo: u32,
+    /// Pool of available frames at the bottom of the LRU list, for the Monte Carlo.
+    #[arg(long, default_value = "4MiB", value_parser = parse_size)]
+    pool: u64,
+    /// Seed of the Monte Carlo's xoshiro256++ generator.
+    #[arg(long, default_value_t = 1990)]
+    seed: u64,
+    /// Print JSON instead of tables.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV (one row per application size and associativity) instead of tables.
+    #[arg(long)]
+    csv: bool,
 }
 
 /// Runs `pmlab placement`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab placement` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Model(a) => model(a),
+    }
+}
+
+fn model(a: ModelArgs) -> anyhow::Result<()> {
+    let page_size = PageSize::new(a.page_size).context("--page-size")?;
+    if a.assoc.is_empty() {
+        bail!("--assoc: give at least one associativity");
+    }
+    let n = a.cache / page_size.bytes();
+    let max_pages = a.max_pages.unwrap_or(4 * n);
+    let step = a.step.unwrap_or((n / 8).max(1));
+    if step == 0 {
+        bail!("--step: must be at least 1");
+    }
+    let config = FigureConfig {
+        memory: a.memory,
+        page_size,
+        cache_size: a.cache,
+        assocs: a.assoc.clone(),
+        sizes: (0..=max_pages).step_by(step as usize).collect(),
+        monte_carlo: (a.monte_carlo > 0).then_some(MonteCarloSpec {
+            trials: a.monte_carlo,
+            pool: a.pool,
+            seed: a.seed,
+        }),
+    };
+    let points = model_figures(&config).context("model configuration")?;
+    if a.json {
+        let doc = serde_json::json!({
+            "memory_bytes": a.memory,
+            "page_size": page_size.bytes(),
+            "cache_bytes": a.cache,
+            "cache_pages": n,
+            "frames": a.memory / page_size.bytes(),
+            "monte_carlo": config.monte_carlo.map(|m| serde_json::json!({
+                "trials": m.trials, "pool_bytes": m.pool, "seed": m.seed, "prng": "xoshiro256++"})),
+            "points": points,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else if a.csv {
+        print_csv(&points)?;
+    } else {
+        print_tables(&a, n, &points);
+    }
+    Ok(())
+}
+
+fn print_csv(points: &[FigurePoint]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(std::io::stdout());
+    w.write_record([
+        "pages",
+        "mib",
+        "assoc",
+        "bins",
+        "c_min",
+        "c_avg",
+        "c_max",
+        "c_std_dev",
+        "mapping_conflicts",
+        "mc_conflicts_mean",
+        "mc_conflicts_std_err",
+        "mc_trials",
+    ])?;
+    for p in points {
+        let mc = p.mc_conflicts;
+        w.write_record([
+            p.pages.to_string(),
+            format!("{:.4}", p.mib),
+            p.assoc.to_string(),
+            p.bins.to_string(),
+            p.c_min.to_string(),
+            format!("{:.6}", p.c_avg),
+            p.c_max.to_string(),
+            format!("{:.6}", p.c_std_dev),
+            format!("{:.6}", p.mapping_conflicts),
+            mc.map(|m| format!("{:.6}", m.mean)).unwrap_or_default(),
+            mc.map(|m| format!("{:.6}", m.std_err)).unwrap_or_default(),
+            mc.map(|m| m.samples.to_string()).unwrap_or_default(),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn print_tables(a: &ModelArgs, n: u64, points: &[FigurePoint]) {
+    let frames = a.memory / a.page_size;
+    let assocs = &a.assoc;
+    let mc = a.monte_carlo > 0;
+    let first = assocs[0];
+    println!(
+        "Figure 3. Cache mapping conflicts: {} KiB cache, {first}-way (N = {n} pages, B = {} bins), \
+         {} MiB memory (P = {frames} frames) of {} KiB pages",
+        a.cache >> 10,
+        n / u64::from(first),
+        a.memory >> 20,
+        a.page_size >> 10
+    );
+    let mut header = format!(
+        "{:>6} {:>8} {:>7} {:>10} {:>7}",
+        "U", "U (MiB)", "C_min", "C_avg", "C_max"
+    );
+    if mc {
+        header += &format!(" {:>20}", "Monte Carlo C");
+    }
+    println!("{header}");
+    for p in points.iter().filter(|p| p.assoc == first) {
+        let mut line = format!(
+            "{:>6} {:>8.3} {:>7} {:>10.3} {:>7}",
+            p.pages, p.mib, p.c_min, p.c_avg, p.c_max
+        );
+        if let Some(m) = p.mc_conflicts {
+            line += &format!(" {:>20}", format!("{:.3} ± {:.3}", m.mean, m.std_err));
+        }
+        println!("{line}");
+    }
+    println!();
+    println!("Figure 4. Random mapping conflicts C_avg - C_min by associativity (N = {n} pages)");
+    let mut header = format!("{:>6} {:>8}", "U", "U (MiB)");
+    for &assoc in assocs {
+        header += &format!(" {:>9}", format!("A={assoc}"));
+        if mc {
+            header += &format!(" {:>17}", format!("MC A={assoc}"));
+        }
+    }
+    println!("{header}");
+    for row in points.chunks(assocs.len()) {
+        let mut line = format!("{:>6} {:>8.3}", row[0].pages, row[0].mib);
+        for p in row {
+            line += &format!(" {:>9.3}", p.mapping_conflicts);
+            if let Some(m) = p.mc_conflicts {
+                line += &format!(
+                    " {:>17}",
+                    format!("{:.3} ± {:.3}", m.mean - p.c_min as f64, m.std_err)
+                );
+            }
+        }
+        println!("{line}");
+    }
+    if mc {
+        let worst = points
+            .iter()
+            .filter_map(|p| {
+                let m = p.mc_conflicts?;
+                let se = p.c_std_dev / f64::from(m.samples).sqrt();
+                (se > 0.0).then(|| ((m.mean - p.c_avg) / se).abs())
+            })
+            .fold(0.0f64, f64::max);
+        println!();
+        println!(
+            "Monte Carlo: {} trials of random placement through the OS model (pool {} KiB at the \
+             bottom of a randomly ordered LRU list, xoshiro256++ seed {}); largest |MC - model| = \
+             {worst:.2} model standard errors over {} points.",
+            a.monte_carlo,
+            a.pool >> 10,
+            a.seed,
+            points.len()
+        );
+    }
+}
+
+/// A size in bytes: a number with an optional unit K/KiB, M/MiB, G/GiB (powers of 1024).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a size such as 16KiB, 4MiB or 4096"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        other => {
+            return Err(format!(
+                "`{s}`: unknown unit `{other}` (use KiB, MiB or GiB)"
+            ));
+        }
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("`{s}`: too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("16KiB"), Ok(16 << 10));
+        assert_eq!(parse_size("128M"), Ok(128 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("4 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+    }
 }
