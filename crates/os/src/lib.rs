@@ -36,6 +36,7 @@ mod os;
 mod page_table;
 pub mod policy;
 mod pool;
+mod spaces;
 mod stats;
 
 pub use bin_tree::BinTree;

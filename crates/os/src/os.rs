@@ -4,8 +4,9 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::memory::PhysicalMemory;
-use crate::page_table::{AddressSpace, FastMap};
+use crate::page_table::AddressSpace;
 use crate::policy::PlacementPolicy;
+use crate::spaces::Spaces;
 use crate::{CacheGeometry, ConflictStats, OsError, PageSize, Pfn, Pid, Vpn, conflicts_of};
 
 /// The size of physical memory, its pool and its pages.
@@ -113,7 +114,7 @@ pub struct OsCounters {
 pub struct Os {
     config: OsConfig,
     memory: PhysicalMemory,
-    spaces: FastMap<Pid, AddressSpace>,
+    spaces: Spaces,
     policy: Box<dyn PlacementPolicy>,
     counters: OsCounters,
     /// A page was unmapped since the last [`Os::take_stale`].
@@ -148,7 +149,7 @@ impl Os {
         Ok(Os {
             config,
             memory,
-            spaces: FastMap::default(),
+            spaces: Spaces::new(),
             policy,
             counters: OsCounters::default(),
             stale: false,
@@ -184,7 +185,7 @@ impl Os {
     /// LRU order is not updated and nothing is mapped.
     #[inline]
     pub fn translate(&self, pid: Pid, vpn: Vpn) -> Option<Pfn> {
-        self.spaces.get(&pid)?.translate(vpn)
+        self.spaces.get(pid)?.translate(vpn)
     }
 
     /// The physical address of `vaddr` in `pid`, if its page is resident (no side effects).
@@ -201,10 +202,7 @@ impl Os {
     #[inline]
     pub fn touch(&mut self, pid: Pid, vpn: Vpn) -> Pfn {
         self.counters.touches += 1;
-        let space = self
-            .spaces
-            .entry(pid)
-            .or_insert_with(|| AddressSpace::new(pid));
+        let space = self.spaces.get_or_create(pid);
         if let Some(pfn) = space.translate(vpn) {
             self.memory.make_mru(pfn);
             return pfn;
@@ -231,7 +229,7 @@ impl Os {
         );
         if let Some((victim_pid, victim_vpn)) = self.memory.owner(pfn) {
             self.spaces
-                .get_mut(&victim_pid)
+                .get_mut(victim_pid)
                 .expect("owner has an address space")
                 .evict(victim_vpn);
             self.policy.unmapped(victim_pid, victim_vpn, pfn);
@@ -241,7 +239,7 @@ impl Os {
         self.memory.set_owner(pfn, Some((pid, vpn)));
         let space = self
             .spaces
-            .get_mut(&pid)
+            .get_mut(pid)
             .expect("address space created by touch");
         if space.map(vpn, pfn) {
             self.counters.refaults += 1;
@@ -257,7 +255,7 @@ impl Os {
     /// in ascending page order, so the frame of its highest page is offered first.
     /// Returns the number of frames released (0 for an unknown process).
     pub fn exit(&mut self, pid: Pid) -> usize {
-        let Some(space) = self.spaces.remove(&pid) else {
+        let Some(space) = self.spaces.remove(pid) else {
             return 0;
         };
         let mut pages: Vec<(Vpn, Pfn)> = space.mappings().collect();
@@ -281,7 +279,7 @@ impl Os {
 
     /// The address space of `pid`, if it has touched memory and not exited.
     pub fn address_space(&self, pid: Pid) -> Option<&AddressSpace> {
-        self.spaces.get(&pid)
+        self.spaces.get(pid)
     }
 
     /// All live address spaces, in ascending pid order.
@@ -294,7 +292,7 @@ impl Os {
     /// Page conflicts of `pid`'s resident pages in the cache `geometry` (which need not be
     /// the policy's target cache), or `None` for an unknown process.
     pub fn conflicts(&self, pid: Pid, geometry: &CacheGeometry) -> Option<ConflictStats> {
-        Some(conflicts_of(self.spaces.get(&pid)?.frames(), geometry))
+        Some(conflicts_of(self.spaces.get(pid)?.frames(), geometry))
     }
 
     /// Checks every internal invariant (O(N + pages)): the pool is exactly the bottom `K`
