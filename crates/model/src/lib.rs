@@ -49,6 +49,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod machine;
+pub mod os_pages;
 pub mod paging;
 pub mod persist;
 pub mod recording;
@@ -63,6 +64,7 @@ pub use config::{
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;
 pub use machine::{Machine, MachineStats};
+pub use os_pages::OsPages;
 pub use paging::{DemandPages, IdentityPages, PageSize, PageTables};
 pub use persist::{DurableState, Event, PendingFlush, PointKind};
 pub use recording::{

@@ -333,7 +333,7 @@ impl Machine {
                 None => {
                     self.stats.cycles += tlb.config().walk_cycles;
                     let pfn = self.pages.translate(self.asid, vpn);
-                    let pfn = pfn.ok_or(unmapped)?;
+                    let pfn = pfn.ok_or_else(|| unmapped.clone())?;
                     if self.pages.stale_translations() {
                         tlb.flush();
                     }
@@ -341,13 +341,21 @@ impl Machine {
                     pfn
                 }
             },
-            None => self.pages.translate(self.asid, vpn).ok_or(unmapped)?,
+            None => self
+                .pages
+                .translate(self.asid, vpn)
+                .ok_or_else(|| unmapped.clone())?,
         };
-        Ok((pfn << self.page_shift) | offset)
+        let paddr = (pfn << self.page_shift) | offset;
+        // Page tables from elsewhere (the OS model) may know more frames than exist.
+        if paddr >= self.config.memory_size {
+            return Err(unmapped);
+        }
+        Ok(paddr)
     }
 
     /// The spine has no page-fault error; an address that cannot be mapped (frames
-    /// exhausted) is reported as out of bounds.
+    /// exhausted, or a frame beyond physical memory) is reported as out of bounds.
     fn unmapped(&self, vaddr: u64) -> SpineError {
         SpineError::OutOfBounds {
             addr: vaddr,

@@ -1,0 +1,48 @@
+//! The machine's view of pmlab's OS model (`pmlab-os`): page tables whose frames the
+//! OS's placement policies (Kessler & Hill's page coloring, bin hopping, ...) choose.
+
+use pmlab_os::Os;
+
+use crate::paging::PageTables;
+
+/// The OS model's page tables: a page is mapped on its first touch by the OS's
+/// placement policy; the address-space id is the OS's process id.
+///
+/// The OS model has no backing store: when it reclaims a frame for another page, the
+/// evicted page's bytes are gone (the frame's bytes now belong to the new page), and its
+/// next touch maps it afresh. Machines that keep data should give the OS at least as
+/// many frames as they touch pages. The OS's LRU list is updated on TLB misses only: the
+/// hardware sets accessed bits, the OS does not see TLB hits.
+pub struct OsPages {
+    os: Os,
+    seen_evictions: u64,
+}
+
+impl OsPages {
+    /// Wraps an OS model.
+    pub fn new(os: Os) -> Self {
+        Self {
+            seen_evictions: os.counters().evictions,
+            os,
+        }
+    }
+
+    /// The OS model.
+    pub fn os(&self) -> &Os {
+        &self.os
+    }
+}
+
+impl PageTables for OsPages {
+    fn translate(&mut self, asid: u16, vpn: u64) -> Option<u64> {
+        Some(u64::from(self.os.touch(u32::from(asid), vpn)))
+    }
+
+    /// An eviction unmapped some page whose translation a TLB may hold.
+    fn stale_translations(&mut self) -> bool {
+        let e = self.os.counters().evictions;
+        let stale = e != self.seen_evictions;
+        self.seen_evictions = e;
+        stale
+    }
+}
