@@ -140,6 +140,11 @@ pub(crate) fn skip_blanks(line: &[u8], pos: &mut usize) {
 /// Advances to just past the next `\n`.
 #[inline(always)]
 pub(crate) fn skip_line(line: &[u8], pos: &mut usize) {
+    // Most lines end right after their last field.
+    if line[*pos] == b'\n' {
+        *pos += 1;
+        return;
+    }
     *pos += 1 + line[*pos..]
         .iter()
         .position(|&b| b == b'\n')
@@ -199,12 +204,18 @@ mod tests {
     #[test]
     fn leading_zeros_do_not_overflow_and_bare_prefix_is_zero() {
         let mut pos = 0;
-        assert_eq!(scan_hex(b"0000000000000000000001 x\n", &mut pos, b'\n'), Ok(1));
+        assert_eq!(
+            scan_hex(b"0000000000000000000001 x\n", &mut pos, b'\n'),
+            Ok(1)
+        );
         assert_eq!(pos, 22);
         let mut pos = 0;
         assert_eq!(scan_hex(b"0x\n", &mut pos, b'\n'), Ok(0));
         let mut pos = 0;
-        assert_eq!(scan_hex(b"10000000000000000\n", &mut pos, b'\n'), Err(NumError::Overflow));
+        assert_eq!(
+            scan_hex(b"10000000000000000\n", &mut pos, b'\n'),
+            Err(NumError::Overflow)
+        );
     }
 
     #[test]
