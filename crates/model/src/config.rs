@@ -106,6 +106,23 @@ pub struct TranslationConfig {
     pub identity: bool,
     /// The TLB; `None` translates without one (no TLB cost at all).
     pub tlb: Option<TlbConfig>,
+    /// With `identity = false`: let `pmlab-os`'s placement policy choose frames
+    /// (first-touch demand paging in frame order when absent).
+    #[serde(default)]
+    pub placement: Option<PlacementConfig>,
+}
+
+/// Page placement by the OS model (Kessler & Hill's policies, `pmlab-os`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Policy name: `random`, `coloring`, `coloring-hash`, `bin-hopping`, `sequential`,
+    /// `hierarchical`.
+    pub policy: String,
+    /// Bytes of the pool of available frames at the bottom of the OS's LRU list.
+    pub pool_size: u64,
+    /// Seed of the OS's and the policy's xoshiro256++ generators.
+    pub seed: u64,
 }
 
 impl Default for TranslationConfig {
@@ -114,6 +131,7 @@ impl Default for TranslationConfig {
             page_size: PageSize::K4,
             identity: true,
             tlb: Some(TlbConfig::default()),
+            placement: None,
         }
     }
 }

@@ -58,8 +58,8 @@ pub mod tlb;
 pub use adapters::dinero_hierarchy;
 pub use cache_levels::{CacheLevels, Uncached};
 pub use config::{
-    CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, PersistConfig, ReplacementPolicy,
-    TranslationConfig,
+    CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, PersistConfig, PlacementConfig,
+    ReplacementPolicy, TranslationConfig,
 };
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;

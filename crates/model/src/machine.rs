@@ -12,6 +12,7 @@ use crate::cache_levels::{CacheLevels, Uncached};
 use crate::config::MachineConfig;
 use crate::device::{Device, Endurance};
 use crate::error::ConfigError;
+use crate::os_pages::OsPages;
 use crate::paging::{DemandPages, IdentityPages, PageTables};
 use crate::persist::{DurableState, Event, LineSet, PendingFlush, PointKind};
 use crate::recording::Recording;
@@ -106,6 +107,8 @@ impl Machine {
         let frames = config.memory_size / config.translation.page_size.bytes();
         let pages: Box<dyn PageTables> = if config.translation.identity {
             Box::new(IdentityPages::new(frames))
+        } else if let Some(os) = OsPages::from_config(&config)? {
+            Box::new(os)
         } else {
             Box::new(DemandPages::new(frames))
         };

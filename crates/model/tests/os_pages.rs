@@ -55,3 +55,28 @@ fn os_evictions_shoot_the_tlb_down() {
     // The most recent page is resident and readable through a fresh translation.
     assert_eq!(m.read_u64(99 * 16384).unwrap(), 99);
 }
+
+#[test]
+fn placement_from_a_toml_config() {
+    let mut cfg = MachineConfig::loc(4 * MIB);
+    cfg.translation.identity = false;
+    cfg.translation.page_size = PageSize::K16;
+    cfg.translation.placement = Some(pmlab_model::PlacementConfig {
+        policy: "bin-hopping".into(),
+        pool_size: 256 << 10,
+        seed: 1,
+    });
+    let cfg = MachineConfig::from_toml("m.toml", &cfg.to_toml()).unwrap();
+    let mut m = Machine::new(cfg.clone()).unwrap();
+    m.switch_space(3);
+    m.write_u64(5 * 16384, 55).unwrap();
+    assert_eq!(m.read_u64(5 * 16384).unwrap(), 55);
+
+    let text = cfg.to_toml().replace("bin-hopping", "best-fit");
+    let cfg = MachineConfig::from_toml("m.toml", &text).unwrap();
+    let err = Machine::new(cfg).unwrap_err().to_string();
+    assert!(
+        err.contains("translation.placement.policy") && err.contains("best-fit"),
+        "{err}"
+    );
+}
