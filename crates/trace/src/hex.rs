@@ -295,7 +295,7 @@ mod tests {
                 state ^= state >> 7;
                 state ^= state << 17;
                 let k = (state >> 33) as usize;
-                line.push(if k % 4 == 0 {
+                line.push(if k.is_multiple_of(4) {
                     alphabet[k % alphabet.len()]
                 } else {
                     alphabet[k % 22]
