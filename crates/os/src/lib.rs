@@ -26,6 +26,7 @@
 
 pub mod analytic;
 mod bin_tree;
+pub mod compare;
 mod error;
 pub mod figures;
 mod geometry;

@@ -133,3 +133,36 @@ fn bad_configurations_are_errors() {
     };
     assert!(Os::new(bad, PolicyKind::Random.build(g, 0)).is_err());
 }
+
+#[test]
+fn careful_policies_beat_random_on_a_multiprogrammed_workload() {
+    use pmlab_os::compare::{CompareConfig, run_policy};
+    let config = CompareConfig {
+        os: OsConfig {
+            frames: 2048,
+            pool_frames: 64,
+            page_size: PageSize::KIB_16,
+            seed: 4,
+        },
+        geometry: CacheGeometry::new(1 << 20, 1, PageSize::KIB_16).unwrap(),
+        processes: 4,
+        pages: 64,
+        quantum: 500,
+        lifetime: 3000,
+        exits: 60,
+        seed: 4,
+    };
+    let random = run_policy(&config, PolicyKind::Random).unwrap();
+    assert_eq!(random.processes, 60);
+    for kind in [
+        PolicyKind::BinHopping,
+        PolicyKind::Sequential,
+        PolicyKind::Hierarchical,
+    ] {
+        let careful = run_policy(&config, kind).unwrap();
+        assert!(
+            careful.mean_mapping_conflicts * 4.0 < random.mean_mapping_conflicts,
+            "{kind}: {careful:?} vs random {random:?}"
+        );
+    }
+}

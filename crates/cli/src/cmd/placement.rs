@@ -3,8 +3,9 @@
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use pmlab_os::PageSize;
+use pmlab_os::compare::{CompareConfig, run_policy};
 use pmlab_os::figures::{FigureConfig, FigurePoint, MonteCarloSpec, model_figures};
+use pmlab_os::{CacheGeometry, OsConfig, PageSize, PolicyKind};
 
 /// Arguments of `pmlab placement`.
 #[derive(clap::Args)]
@@ -19,6 +20,59 @@ enum Command {
     /// direct-mapped cache) and Figure 4 (mapping conflicts C_avg - C_min per
     /// associativity), with the paper's parameters as defaults.
     Model(ModelArgs),
+    /// The placement policies side by side on one synthetic multiprogrammed workload:
+    /// page conflicts within each address space at its exit (as Figure 12 samples them).
+    Compare(CompareArgs),
+}
+
+/// Arguments of `pmlab placement compare`.
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// Policies, comma separated (random, coloring, coloring-hash, bin-hopping,
+    /// sequential, hierarchical).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "random,coloring,coloring-hash,bin-hopping,sequential,hierarchical"
+    )]
+    policies: Vec<PolicyKind>,
+    /// Main memory.
+    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    memory: u64,
+    /// Pool of available frames at the bottom of the LRU list (the paper's large pool is
+    /// 4 MiB, its small one 256 KiB).
+    #[arg(long, default_value = "4MiB", value_parser = parse_size)]
+    pool: u64,
+    /// Page size.
+    #[arg(long, default_value = "16KiB", value_parser = parse_size)]
+    page_size: u64,
+    /// Size of the cache the policies target.
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    cache: u64,
+    /// Associativity of the target cache.
+    #[arg(long, default_value_t = 1)]
+    assoc: u32,
+    /// Processes running at a time.
+    #[arg(long, default_value_t = 8)]
+    processes: u32,
+    /// Mean working set per process in pages (uniform in [pages/2, 3 pages/2]).
+    #[arg(long, default_value_t = 64)]
+    pages: u64,
+    /// References between context switches.
+    #[arg(long, default_value_t = 2000)]
+    quantum: u64,
+    /// References a process makes before it exits.
+    #[arg(long, default_value_t = 20000)]
+    lifetime: u64,
+    /// Processes to finish (one sample each).
+    #[arg(long, default_value_t = 400)]
+    exits: u32,
+    /// Seed of the workload, LRU order and policies (xoshiro256++).
+    #[arg(long, default_value_t = 1990)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Arguments of `pmlab placement model`.
@@ -64,7 +118,63 @@ struct ModelArgs {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Model(a) => model(a),
+        Command::Compare(a) => compare(a),
     }
+}
+
+fn compare(a: CompareArgs) -> anyhow::Result<()> {
+    let page_size = PageSize::new(a.page_size).context("--page-size")?;
+    let os =
+        OsConfig::from_bytes(a.memory, a.pool, page_size, a.seed).context("--memory/--pool")?;
+    let geometry = CacheGeometry::new(a.cache, a.assoc, page_size).context("--cache/--assoc")?;
+    let config = CompareConfig {
+        os,
+        geometry,
+        processes: a.processes,
+        pages: a.pages,
+        quantum: a.quantum,
+        lifetime: a.lifetime,
+        exits: a.exits,
+        seed: a.seed,
+    };
+    let outcomes = a
+        .policies
+        .iter()
+        .map(|&p| run_policy(&config, p).with_context(|| format!("policy {p}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&outcomes)?);
+        return Ok(());
+    }
+    println!(
+        "{} KiB {}-way target cache ({} bins), {} MiB memory, {} KiB pool, {} KiB pages; {} processes \
+         at a time, working sets of ~{} pages, {} processes measured at exit",
+        a.cache >> 10,
+        a.assoc,
+        geometry.bins(),
+        a.memory >> 20,
+        a.pool >> 10,
+        a.page_size >> 10,
+        a.processes,
+        a.pages,
+        a.exits
+    );
+    println!(
+        "{:<14} {:>10} {:>14} {:>14} {:>18} {:>10}",
+        "policy", "mean C", "mean C-C_min", "conflict-free", "C-C_min (B/2)", "evictions"
+    );
+    for o in &outcomes {
+        println!(
+            "{:<14} {:>10.3} {:>14.3} {:>14} {:>18.3} {:>10}",
+            o.policy.name(),
+            o.mean_conflicts,
+            o.mean_mapping_conflicts,
+            format!("{}/{}", o.conflict_free, o.processes),
+            o.mean_mapping_conflicts_half,
+            o.evictions
+        );
+    }
+    Ok(())
 }
 
 fn model(a: ModelArgs) -> anyhow::Result<()> {
