@@ -44,6 +44,8 @@ pub struct MachineStats {
     pub eviction_writes: u64,
     /// Write-backs made by chaos mode.
     pub chaos_writebacks: u64,
+    /// Line-sized non-temporal stores ([`Machine::write_nt`]).
+    pub nt_stores: u64,
     /// Read requests served by the device.
     pub device_reads: u64,
     /// Write requests served by the device (all causes).
@@ -506,6 +508,50 @@ impl Machine {
         w.clear();
         self.wbuf = w;
         self.point(PointKind::Flush);
+    }
+
+    /// A non-temporal store (`movnti`/`movntdq`): the bytes bypass the caches through a
+    /// write-combining buffer and, like a `clwb`, are durable only at the next fence
+    /// (until then they are pending). A cached copy of the line is written back if dirty
+    /// and invalidated first, as x86 does. Not part of the spine: an extension for
+    /// protocols that log with streaming stores (OSP counts such write-combining buffer
+    /// flushes among its CPU flushes, §3.1).
+    pub fn write_nt(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
+        check_bounds(addr, data.len() as u64, self.size())?;
+        self.chaos_tick();
+        for (va, off, n) in Self::line_pieces(addr, data.len() as u64) {
+            let pa = self.translate(va)?;
+            let line = pa / LINE;
+            self.stats.instructions += 1;
+            self.stats.cycles += 1;
+            self.stats.nt_stores += 1;
+            self.caches.flush_block(line * LINE, true);
+            let mut w = std::mem::take(&mut self.wbuf);
+            self.caches.drain_memory_writes(&mut w);
+            let covered = w
+                .iter()
+                .any(|&(a, l)| a <= line * LINE && line * LINE < a + u64::from(l));
+            if self.dirty.contains(line) && !covered {
+                w.push((line * LINE, LINE as u32));
+            }
+            for &(a, l) in &w {
+                self.stats.eviction_writes += 1;
+                self.write_durable(a, u64::from(l));
+            }
+            w.clear();
+            self.wbuf = w;
+            let p = pa as usize;
+            self.current[p..p + n].copy_from_slice(&data[off..off + n]);
+            self.device.note_write(pa, n as u64);
+            self.durable.add_pending(pa, &data[off..off + n]);
+            if self.recording.is_some() {
+                let data = data[off..off + n].into();
+                self.log(Event::Pending { addr: pa, data });
+            }
+            self.outstanding += 1;
+            self.point(PointKind::Store);
+        }
+        Ok(())
     }
 
     fn fence_inner(&mut self) {

@@ -10,6 +10,7 @@ const SIZE: u64 = 64 << 10;
 #[derive(Clone, Debug)]
 enum Op {
     Write(u64, Vec<u8>),
+    WriteNt(u64, Vec<u8>),
     Read(u64, usize),
     Flush(u64, u64, FlushKind),
     Fence,
@@ -24,6 +25,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0..SIZE - 300, prop::collection::vec(any::<u8>(), 1..300))
             .prop_map(|(a, d)| Op::Write(a, d)),
+        1 => (0..SIZE - 300, prop::collection::vec(any::<u8>(), 1..100))
+            .prop_map(|(a, d)| Op::WriteNt(a, d)),
         3 => (0..SIZE - 300, 1usize..300).prop_map(|(a, n)| Op::Read(a, n)),
         2 => (0..SIZE - 300, 1u64..300, kind).prop_map(|(a, n, k)| Op::Flush(a, n, k)),
         1 => Just(Op::Fence),
@@ -51,7 +54,7 @@ fn config(variant: u8, seed: u64) -> MachineConfig {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(128))]
 
     #[test]
     fn behaves_like_vec_memory_and_persists_everything(
@@ -65,6 +68,10 @@ proptest! {
             match op {
                 Op::Write(a, d) => {
                     m.write(*a, d).unwrap();
+                    r.write(*a, d).unwrap();
+                }
+                Op::WriteNt(a, d) => {
+                    m.write_nt(*a, d).unwrap();
                     r.write(*a, d).unwrap();
                 }
                 Op::Read(a, n) => {

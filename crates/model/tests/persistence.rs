@@ -166,3 +166,26 @@ fn a_crashed_image_boots_a_new_machine() {
     let mut r = Machine::with_image(m.config().clone(), m.crash()).unwrap();
     assert_eq!(r.read_u64(64).unwrap(), 77);
 }
+
+#[test]
+fn non_temporal_stores_bypass_the_caches_and_wait_for_a_fence() {
+    let mut m = Machine::new(MachineConfig::loc(MIB)).unwrap();
+    m.write_u64(0, 1).unwrap(); // line 0 dirty in L1
+    m.write_nt(8, &2u64.to_le_bytes()).unwrap();
+    // The dirty line was written back before the streaming store passed it.
+    assert_eq!(u64_at(&m.crash(), 0), 1);
+    assert_eq!(u64_at(&m.crash(), 8), 0, "pending until the fence");
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+    let seen: Vec<u64> = (0..32)
+        .map(|_| u64_at(&m.crash_with(&mut rng), 8))
+        .collect();
+    assert!(seen.contains(&0) && seen.contains(&2));
+    m.fence();
+    assert_eq!(u64_at(&m.crash(), 8), 2);
+    assert_eq!(m.read_u64(8).unwrap(), 2);
+    let s = m.stats();
+    assert_eq!(s.nt_stores, 1);
+    assert_eq!(*s.served.last().unwrap(), 2, "the line left the caches");
+    m.persist_all();
+    assert_eq!(m.crash(), m.current_image());
+}
