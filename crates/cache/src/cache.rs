@@ -44,6 +44,12 @@ pub(crate) struct Cache {
     pub shadow: Option<Shadow>,
     /// Draws for random replacement (this cache and its shadow).
     rng: Xoshiro256PlusPlus,
+    /// Hits taken by the hierarchy's fast path, by `Kind as usize`; folded into
+    /// `stats.fetches` when counters are read.
+    pub fast_hits: [u64; 4],
+    /// Whether a hit on the top way may take the fast path: no classification shadow
+    /// to update and no tree-PLRU bits to flip.
+    pub fast_ok: bool,
 }
 
 impl Cache {
@@ -71,6 +77,8 @@ impl Cache {
             shadow: cfg
                 .ccc
                 .then(|| Shadow::new(cfg.repl, sets as usize * assoc)),
+            fast_hits: [0; 4],
+            fast_ok: !cfg.ccc && cfg.repl != Replacement::TreePlru,
             rng: Xoshiro256PlusPlus::seed_from_u64(
                 seed.wrapping_add(4 * level as u64 + side)
                     .wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -91,6 +99,16 @@ impl Cache {
         self.ways[base..base + self.assoc]
             .iter()
             .position(|&w| (w | DIRTY) == want)
+    }
+
+    /// The counters, with the fast path's hits folded in.
+    pub(crate) fn stats(&self) -> crate::stats::CacheStats {
+        let mut s = self.stats;
+        s.fetches.read += self.fast_hits[Kind::Read as usize];
+        s.fetches.write += self.fast_hits[Kind::Write as usize];
+        s.fetches.instr += self.fast_hits[Kind::Instr as usize];
+        s.fetches.misc += self.fast_hits[Kind::Misc as usize];
+        s
     }
 
     /// Tree-PLRU: points every node on the path to way `w` away from it.

@@ -1,6 +1,6 @@
 //! A hierarchy of caches in front of memory, simulated exactly as Dinero IV does.
 
-use crate::cache::Cache;
+use crate::cache::{Cache, DIRTY, VALID};
 use crate::config::{ConfigError, HierarchyConfig, Level};
 use crate::stats::NamedStats;
 use pmlab_trace::Kind;
@@ -106,6 +106,9 @@ impl Hierarchy {
         } else {
             self.l1d
         };
+        if self.fast_hit(top, kind, addr, size) {
+            return 0;
+        }
         self.deepest = 0;
         self.reference(top, kind, addr, size, true);
         self.deepest
@@ -114,8 +117,43 @@ impl Hierarchy {
     /// Simulates a batch of references (the fast way to drive the simulator).
     pub fn run(&mut self, refs: &[pmlab_trace::Ref]) {
         for r in refs {
-            self.access(r.kind, r.addr, r.size);
+            let top = if r.kind == Kind::Instr {
+                self.l1i
+            } else {
+                self.l1d
+            };
+            if !self.fast_hit(top, r.kind, r.addr, r.size) {
+                self.deepest = 0;
+                self.reference(top, r.kind, r.addr, r.size, true);
+            }
         }
+    }
+
+    /// The common case, done without the general machinery: a single-block reference
+    /// that hits the top way of its set (the only way of a direct-mapped cache, the most
+    /// recently used one under LRU), so no replacement state changes, and that is not a
+    /// write to a write-through cache. Returns false, having changed nothing, otherwise.
+    #[inline(always)]
+    fn fast_hit(&mut self, top: usize, kind: Kind, addr: u64, size: u32) -> bool {
+        let c = &mut self.caches[top];
+        let off = addr & c.block_mask;
+        if off + u64::from(size.max(1)) > c.block_mask + 1 || !c.fast_ok {
+            return false;
+        }
+        let blk = addr & !c.block_mask;
+        let i = c.set_of(addr) * c.assoc;
+        let w = c.ways[i];
+        if (w | DIRTY) != (blk | VALID | DIRTY) {
+            return false;
+        }
+        if kind == Kind::Write {
+            if !c.cfg.write_back {
+                return false;
+            }
+            c.ways[i] = w | DIRTY;
+        }
+        c.fast_hits[kind as usize] += 1;
+        true
     }
 
     /// Dinero IV's `d4ref` on cache `ci`: splits at block boundaries and accesses each
@@ -282,7 +320,7 @@ impl Hierarchy {
                 name: c.name.clone(),
                 level: c.level,
                 ccc: c.cfg.ccc,
-                stats: c.stats,
+                stats: c.stats(),
             })
             .collect()
     }

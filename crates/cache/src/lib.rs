@@ -23,6 +23,7 @@
 //! shadows each cache by a fully associative cache of the same size and the same
 //! replacement policy (LRU for tree-PLRU) plus an infinite cache.
 
+pub mod bench;
 mod cache;
 pub mod config;
 pub mod dinero_args;

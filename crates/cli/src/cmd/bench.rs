@@ -1,14 +1,226 @@
-//! `pmlab bench`.
+//! `pmlab bench`: simulator throughput (references per second), from pmlab's binary
+//! trace format and from din text, side by side with Dinero IV when its binary is given.
+
+use anyhow::Context;
+use pmlab_cache::HierarchyConfig;
+use pmlab_cache::bench::{self, Workload};
+use pmlab_trace::Format;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `pmlab bench`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Remaining arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    rest: Vec<String>,
+    /// Trace to run (any format and compression the trace crate reads); it is converted
+    /// to din text and to pmlab's binary format in a temporary directory first.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/validation/dinero/traces/sort.din.xz"))]
+    trace: PathBuf,
+    /// Path of a Dinero IV binary (`dineroIV`) to time on the same trace and configurations.
+    #[arg(long)]
+    dinero: Option<PathBuf>,
+    /// Repetitions of each measurement; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Where to write the results as JSON.
+    #[arg(long, default_value = "bench-cache.json")]
+    json: PathBuf,
+    /// Seed of the random replacement generator (xoshiro256++).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// One benchmark case: what pmlab runs and the Dinero IV runs that do the same work.
+struct Case {
+    name: &'static str,
+    what: &'static str,
+    work: Workload<'static>,
+    dinero_configs: Vec<HierarchyConfig>,
+}
+
+fn leak<T>(x: T) -> &'static T {
+    Box::leak(Box::new(x))
+}
+
+fn cases() -> Vec<Case> {
+    let dm = leak(bench::dm32k());
+    let kh = leak(bench::kh_hierarchy());
+    let l1 = leak(bench::kh_level1());
+    let l2s: &'static [HierarchyConfig] = Box::leak(bench::kh_table1_level2s().into_boxed_slice());
+    let nine: &'static [HierarchyConfig] =
+        Box::leak(bench::kh_table1_hierarchies().into_boxed_slice());
+    let mut v = vec![
+        Case {
+            name: "dm32k",
+            what: "one 32 KiB direct-mapped cache, 32 B blocks",
+            work: Workload::One(dm),
+            dinero_configs: vec![dm.clone()],
+        },
+        Case {
+            name: "kh-l1-l2",
+            what: "split 32 KiB DM L1s (32 B) + 1 MiB DM L2 (128 B, random)",
+            work: Workload::One(kh),
+            dinero_configs: vec![kh.clone()],
+        },
+        Case {
+            name: "kh-nine-one-pass",
+            what: "the L1s once, feeding the nine L2s of Kessler & Hill Table 1",
+            work: Workload::OnePass(l1, l2s),
+            dinero_configs: nine.to_vec(),
+        },
+    ];
+    for (i, h) in nine.iter().enumerate() {
+        v.push(Case {
+            name: [
+                "kh-nine-separate-1",
+                "kh-nine-separate-2",
+                "kh-nine-separate-3",
+                "kh-nine-separate-4",
+                "kh-nine-separate-5",
+                "kh-nine-separate-6",
+                "kh-nine-separate-7",
+                "kh-nine-separate-8",
+                "kh-nine-separate-9",
+            ][i],
+            what: "one of the nine hierarchies, a pass of its own",
+            work: Workload::One(h),
+            dinero_configs: Vec::new(),
+        });
+    }
+    v
+}
+
+/// Converts the trace to din text and binary in `dir`; returns the reference count.
+fn prepare(trace: &Path, dir: &Path) -> anyhow::Result<u64> {
+    let mut src = pmlab_trace::open_trace(&trace.to_string_lossy(), None)?;
+    let refs = pmlab_trace::read_all(&mut *src)?;
+    for (name, format) in [
+        ("trace.din", Format::DinExtended),
+        ("trace.bin", Format::Binary),
+    ] {
+        let path = dir.join(name);
+        let mut w = pmlab_trace::create_trace_writer(&path.to_string_lossy(), format, 0)?;
+        w.write_refs(&refs)?;
+        w.finish()?;
+    }
+    Ok(refs.len() as u64)
 }
 
 /// Runs `pmlab bench`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab bench` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.reps >= 1, "--reps: must be at least 1");
+    let dir = std::env::temp_dir().join(format!("pmlab-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let result = run_in(&args, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
+    let n =
+        prepare(&args.trace, dir).with_context(|| format!("preparing {}", args.trace.display()))?;
+    let (din, bin) = (dir.join("trace.din"), dir.join("trace.bin"));
+    eprintln!(
+        "pmlab bench: {} ({n} references), {} repetitions",
+        args.trace.display(),
+        args.reps
+    );
+    let mut rows = Vec::new();
+    let mut separate = [0.0f64; 2]; // summed medians of the nine separate runs: bin, din
+    for case in cases() {
+        let mut rate = [0.0f64; 2];
+        for (k, (path, format)) in [(&bin, Format::Binary), (&din, Format::DinExtended)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut secs: Vec<f64> = (0..args.reps)
+                .map(|_| {
+                    bench::time_pmlab(&case.work, path, format, args.seed)
+                        .map(|(d, _)| d.as_secs_f64())
+                })
+                .collect::<Result<_, _>>()?;
+            let s = bench::median(&mut secs);
+            if case.name.starts_with("kh-nine-separate") {
+                separate[k] += s;
+            }
+            rate[k] = n as f64 / s;
+        }
+        if case.name.starts_with("kh-nine-separate") {
+            continue;
+        }
+        let dinero = match (&args.dinero, case.dinero_configs.is_empty()) {
+            (Some(d), false) => {
+                let mut secs = Vec::new();
+                for _ in 0..args.reps {
+                    let mut total = 0.0;
+                    for cfg in &case.dinero_configs {
+                        total += bench::time_dinero(d, cfg, &din)?.as_secs_f64();
+                    }
+                    secs.push(total);
+                }
+                Some(n as f64 / bench::median(&mut secs))
+            }
+            _ => None,
+        };
+        rows.push((case.name.to_string(), case.what.to_string(), rate, dinero));
+    }
+    let sep_rate = [n as f64 / separate[0], n as f64 / separate[1]];
+    let nine_dinero = rows
+        .iter()
+        .find(|r| r.0 == "kh-nine-one-pass")
+        .and_then(|r| r.3);
+    rows.push((
+        "kh-nine-separate".into(),
+        "the nine hierarchies, nine passes".into(),
+        sep_rate,
+        nine_dinero,
+    ));
+
+    println!(
+        "{:<18} {:>12} {:>12} {:>12} {:>9} {:>9}",
+        "case", "bin Mref/s", "din Mref/s", "dinero", "bin/din4", "din/din4"
+    );
+    let mut json_rows = Vec::new();
+    for (name, what, rate, dinero) in &rows {
+        let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+        println!(
+            "{:<18} {:>12.2} {:>12.2} {:>12} {:>9} {:>9}",
+            name,
+            rate[0] / 1e6,
+            rate[1] / 1e6,
+            fmt(dinero.map(|d| d / 1e6)),
+            fmt(dinero.map(|d| rate[0] / d)),
+            fmt(dinero.map(|d| rate[1] / d)),
+        );
+        json_rows.push(serde_json::json!({
+            "case": name,
+            "description": what,
+            "pmlab_binary_refs_per_s": rate[0],
+            "pmlab_din_refs_per_s": rate[1],
+            "dinero_refs_per_s": dinero,
+            "ratio_binary_over_dinero": dinero.map(|d| rate[0] / d),
+            "ratio_din_over_dinero": dinero.map(|d| rate[1] / d),
+        }));
+    }
+    let one_pass = rows
+        .iter()
+        .find(|r| r.0 == "kh-nine-one-pass")
+        .map(|r| r.2)
+        .unwrap_or_default();
+    println!(
+        "one pass vs nine separate passes: {:.2}x (binary), {:.2}x (din)",
+        one_pass[0] / sep_rate[0],
+        one_pass[1] / sep_rate[1]
+    );
+    let doc = serde_json::json!({
+        "trace": args.trace,
+        "references": n,
+        "repetitions": args.reps,
+        "statistic": "median",
+        "dinero": args.dinero,
+        "cases": json_rows,
+        "one_pass_speedup": { "binary": one_pass[0] / sep_rate[0], "din": one_pass[1] / sep_rate[1] },
+    });
+    std::fs::write(&args.json, serde_json::to_string_pretty(&doc)? + "\n")
+        .with_context(|| format!("writing {}", args.json.display()))?;
+    eprintln!("pmlab bench: wrote {}", args.json.display());
+    Ok(())
 }

@@ -1,0 +1,155 @@
+//! Throughput measurements of the simulator, side by side with Dinero IV: the cases of
+//! `pmlab bench`. Each measurement is end to end (open the trace file, decode it,
+//! simulate, copy back, render the report), as a user running either program sees it.
+
+use crate::config::{CacheConfig, HierarchyConfig, Level, Replacement};
+use crate::dinero_args::hierarchy_flags;
+use crate::hierarchy::Hierarchy;
+use crate::multi::MultiL2;
+use crate::report;
+use pmlab_trace::{Format, Ref, TraceError};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One 32 KiB direct-mapped cache of 32-byte blocks.
+pub fn dm32k() -> HierarchyConfig {
+    HierarchyConfig {
+        levels: vec![Level::Unified(CacheConfig::new(32 << 10, 32))],
+    }
+}
+
+/// Kessler & Hill's level 1: split 32 KiB direct-mapped caches of 32-byte blocks.
+pub fn kh_level1() -> HierarchyConfig {
+    HierarchyConfig {
+        levels: vec![Level::Split {
+            instr: CacheConfig::new(32 << 10, 32),
+            data: CacheConfig::new(32 << 10, 32),
+        }],
+    }
+}
+
+/// A unified level-2 cache of 128-byte blocks with random replacement.
+pub fn kh_level2(size: u64, assoc: u64) -> HierarchyConfig {
+    let mut c = CacheConfig::new(size, 128);
+    c.assoc = assoc;
+    c.repl = Replacement::Random;
+    HierarchyConfig {
+        levels: vec![Level::Unified(c)],
+    }
+}
+
+/// Kessler & Hill's hierarchy: [`kh_level1`] over a 1 MiB direct-mapped level 2.
+pub fn kh_hierarchy() -> HierarchyConfig {
+    let mut h = kh_level1();
+    h.levels.extend(kh_level2(1 << 20, 1).levels);
+    h
+}
+
+/// The nine level-2 caches of Kessler & Hill's Table 1: 1, 4 and 16 MiB, 1, 2 and 4 ways.
+pub fn kh_table1_level2s() -> Vec<HierarchyConfig> {
+    let mut v = Vec::new();
+    for size in [1u64 << 20, 4 << 20, 16 << 20] {
+        for assoc in [1, 2, 4] {
+            v.push(kh_level2(size, assoc));
+        }
+    }
+    v
+}
+
+/// The nine full hierarchies ([`kh_level1`] over each of [`kh_table1_level2s`]).
+pub fn kh_table1_hierarchies() -> Vec<HierarchyConfig> {
+    kh_table1_level2s()
+        .into_iter()
+        .map(|l2| {
+            let mut h = kh_level1();
+            h.levels.extend(l2.levels);
+            h
+        })
+        .collect()
+}
+
+/// What a measured run simulates.
+pub enum Workload<'a> {
+    /// One hierarchy.
+    One(&'a HierarchyConfig),
+    /// Shared upper levels feeding several lower alternatives in one pass.
+    OnePass(&'a HierarchyConfig, &'a [HierarchyConfig]),
+}
+
+/// Simulates the trace at `path` (in `format`) end to end; returns the elapsed time and
+/// the number of references. The rendered report is discarded.
+pub fn time_pmlab(
+    work: &Workload,
+    path: &Path,
+    format: Format,
+    seed: u64,
+) -> Result<(Duration, u64), TraceError> {
+    let start = Instant::now();
+    let mut src = pmlab_trace::open_trace(&path.to_string_lossy(), Some(format))?;
+    let mut buf: Vec<Ref> = Vec::with_capacity(pmlab_trace::DEFAULT_BATCH);
+    let mut n = 0u64;
+    let text_len: usize = match work {
+        Workload::One(cfg) => {
+            let mut h = Hierarchy::new(cfg, seed).expect("benchmark configurations are valid");
+            while src.next_batch(&mut buf)? > 0 {
+                n += buf.len() as u64;
+                h.run(&buf);
+            }
+            h.finish();
+            report::render_all(&h.stats(), false).len()
+        }
+        Workload::OnePass(upper, lowers) => {
+            let mut m =
+                MultiL2::new(upper, lowers, seed).expect("benchmark configurations are valid");
+            while src.next_batch(&mut buf)? > 0 {
+                n += buf.len() as u64;
+                m.run(&buf);
+            }
+            m.finish();
+            (0..m.alternatives())
+                .map(|i| report::render_all(&m.stats(i), false).len())
+                .sum()
+        }
+    };
+    std::hint::black_box(text_len);
+    Ok((start.elapsed(), n))
+}
+
+/// Runs Dinero IV (`dinero`: path to its `dineroIV` binary) on the din text trace at
+/// `din` with the flags of `cfg`, output discarded; returns the elapsed wall time.
+pub fn time_dinero(dinero: &Path, cfg: &HierarchyConfig, din: &Path) -> std::io::Result<Duration> {
+    let mut args = hierarchy_flags(cfg);
+    args.extend(["-informat".into(), "D".into()]);
+    let input = std::fs::File::open(din)?;
+    let start = Instant::now();
+    let status = Command::new(dinero)
+        .args(&args)
+        .stdin(input)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    let elapsed = start.elapsed();
+    if !status.success() {
+        return Err(std::io::Error::other(format!(
+            "{} {} exited with {status}",
+            dinero.display(),
+            args.join(" ")
+        )));
+    }
+    Ok(elapsed)
+}
+
+/// The median of `xs` (sorted in place); zero for none.
+pub fn median(xs: &mut [f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let m = xs.len() / 2;
+    if xs.len() % 2 == 1 {
+        xs[m]
+    } else {
+        (xs[m - 1] + xs[m]) / 2.0
+    }
+}
