@@ -8,12 +8,16 @@
 //!
 //! | [`Format`] | reads | writes | description |
 //! |---|---|---|---|
-//! | `DinExtended` (`D`) | yes | yes | Dinero IV `-informat D`: `r|w|i|m ADDR SIZE`, hex |
+//! | `DinExtended` (`D`) | yes | yes | Dinero IV `-informat D`: `TYPE ADDR SIZE`, TYPE `r`/`w`/`i`/`m`, hex |
 //! | `DinTraditional` (`d`) | yes | no | Dinero III/IV `-informat d`: `LABEL ADDR [junk]` |
 //! | `Lackey` | yes | no | valgrind `--tool=lackey --trace-mem=yes` output |
 //! | `Binary` | yes | yes | pmlab's compact binary format (16-byte records) |
 //!
-//! The exact grammar of each, and the binary layout, are in `crates/trace/FORMAT.md`.
+//! The exact grammar of each, and the binary layout, are in `crates/trace/FORMAT.md`
+//! (also rendered as the [`formats`] module). In brief, the binary format is a 16-byte
+//! header (`PMLTRACE`, version u16 = 1, record length u16 = 16, flags u32 = 0) and then
+//! 16-byte little-endian records: addr u64, size u32, pid u16, kind u8 (din code),
+//! reserved u8 = 0.
 //! Any input may be xz- or zstd-compressed; compression and the binary format are
 //! recognised by their magic bytes, the text formats by the shape of their first line
 //! ([`detect_format`]). Open a trace with [`open_trace`] (a path, `-` for standard
@@ -22,6 +26,12 @@
 //! Several per-process traces are merged into one multiprogrammed trace by
 //! [`Interleave`]; [`TraceInfo`] summarises a trace; [`record`] captures a real
 //! program's trace with valgrind lackey.
+
+#![deny(missing_docs)]
+
+pub mod formats {
+    #![doc = include_str!("../FORMAT.md")]
+}
 
 mod binary;
 mod detect;
