@@ -189,3 +189,30 @@ fn non_temporal_stores_bypass_the_caches_and_wait_for_a_fence() {
     m.persist_all();
     assert_eq!(m.crash(), m.current_image());
 }
+
+#[test]
+fn write_through_caches_make_every_store_durable() {
+    let mut cfg = MachineConfig::loc(MIB);
+    for c in &mut cfg.caches {
+        c.write_back = false;
+        c.write_allocate = false;
+    }
+    let mut m = Machine::new(cfg).unwrap();
+    m.write_u64(128, 5).unwrap();
+    m.write(1000, &[7; 100]).unwrap();
+    assert_eq!(u64_at(&m.crash(), 128), 5);
+    assert_eq!(&m.crash()[1000..1100], &[7; 100]);
+    assert_eq!(m.dirty_lines(), 0);
+}
+
+#[test]
+fn a_write_back_l1_over_write_through_levels_holds_stores_until_eviction() {
+    let mut cfg = MachineConfig::loc(MIB);
+    cfg.caches[1].write_back = false;
+    cfg.caches[2].write_back = false;
+    let mut m = Machine::new(cfg).unwrap();
+    m.write_u64(0, 5).unwrap();
+    assert_eq!(u64_at(&m.crash(), 0), 0, "dirty in the write-back L1");
+    m.flush(0, 8, FlushKind::Clflush).unwrap();
+    assert_eq!(u64_at(&m.crash(), 0), 5);
+}

@@ -34,8 +34,9 @@ impl Machine {
     }
 
     /// Crashes the machine: exactly the durable image. Deterministic: the pending
-    /// (issued, unfenced) `clwb`/`clflushopt` write-backs are NOT applied — the most
-    /// pessimistic outcome. [`Machine::crash_with`] explores the others.
+    /// write-backs (issued `clwb`/`clflushopt` and non-temporal stores not yet ordered
+    /// by a fence) are NOT applied — none of them arrived. [`Machine::crash_with`] and
+    /// [`Recording::explore`] try the other outcomes.
     pub fn crash(&self) -> Vec<u8> {
         self.durable.image().to_vec()
     }
