@@ -36,6 +36,7 @@ use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::TxError;
 use crate::lines::LineSet;
 use crate::protocol::{Fault, Protocol};
+use crate::txmem::TxMemory;
 
 /// The magic of an allocator header.
 pub const ALLOC_MAGIC: u64 = u64::from_le_bytes(*b"PMALLOC1");
@@ -285,14 +286,7 @@ impl Allocator {
             hint: 0,
             protocol: Protocol::CORRECT,
         };
-        let mut words = vec![0u8; (units.div_ceil(32) * 8) as usize];
-        mem.read(base + STATES_OFF, &mut words)?;
-        a.states = (0..units)
-            .map(|u| {
-                let w = get_u64(&words, (u / 32 * 8) as usize).unwrap_or(0);
-                UnitState::from_bits((w >> (2 * (u % 32))) & 3).unwrap_or(UnitState::Free)
-            })
-            .collect();
+        a.resync(mem)?;
         let mut ib = [0u8; 40];
         mem.read(base + INTENT_OFF, &mut ib)?;
         let intent = decode_intent(&ib);
@@ -453,6 +447,105 @@ impl Allocator {
         self.write_intent(mem, &i)?;
         self.apply(mem, &i)?;
         self.clear_intent(mem)
+    }
+
+    /// Allocates `bytes` inside a transaction and stores the pointer in `slot`, both
+    /// as transactional writes: they commit or vanish with the rest of it.
+    ///
+    /// The handle's mirror marks the extent busy at once, so the same transaction never
+    /// hands it out twice; after an abort call [`Allocator::resync`] to release it.
+    /// A free area's state words may hold bits a concurrent transactional free cleared,
+    /// so the words are read and modified through the transaction, never rebuilt from
+    /// the mirror.
+    ///
+    /// Used with a redo log, an allocator's state words must change only through
+    /// transactions (recovery replays the last log over them); do not mix with
+    /// [`Allocator::alloc_into`] on the same allocator.
+    pub fn alloc_in<T: TxMemory>(
+        &mut self,
+        tx: &mut T,
+        bytes: u64,
+        slot: Addr,
+    ) -> Result<Addr, TxError> {
+        let count = bytes.div_ceil(self.unit).max(1);
+        let first = self.find_free(count).ok_or(TxError::OutOfSpace {
+            units: count,
+            bytes,
+        })?;
+        self.set_states_in(tx, first, count, true)?;
+        for u in first..first + count {
+            self.states[u as usize] = if u == first {
+                UnitState::Head
+            } else {
+                UnitState::Continuation
+            };
+        }
+        let ptr = self.unit_addr(first);
+        tx.tx_write_u64(slot, ptr)?;
+        self.hint = first + count;
+        Ok(ptr)
+    }
+
+    /// Frees the extent `slot` points to and zeroes the slot, inside a transaction.
+    /// The mirror keeps the extent busy (so it is not reused before the free commits);
+    /// [`Allocator::resync`] after the commit makes it available again.
+    pub fn free_in<T: TxMemory>(&mut self, tx: &mut T, slot: Addr) -> Result<(), TxError> {
+        let ptr = tx.tx_read_u64(slot)?;
+        let first = self.unit_of(ptr).ok_or(TxError::BadPointer { slot, ptr })?;
+        if self.state_in(tx, first)? != UnitState::Head {
+            return Err(TxError::BadPointer { slot, ptr });
+        }
+        let mut count = 1;
+        while first + count < self.units
+            && self.state_in(tx, first + count)? == UnitState::Continuation
+        {
+            count += 1;
+        }
+        self.set_states_in(tx, first, count, false)?;
+        tx.tx_write_u64(slot, 0)
+    }
+
+    fn state_in<T: TxMemory>(&self, tx: &mut T, u: u64) -> Result<UnitState, TxError> {
+        let w = tx.tx_read_u64(self.base + STATES_OFF + u / 32 * 8)?;
+        Ok(UnitState::from_bits((w >> (2 * (u % 32))) & 3).unwrap_or(UnitState::Free))
+    }
+
+    fn set_states_in<T: TxMemory>(
+        &self,
+        tx: &mut T,
+        first: u64,
+        count: u64,
+        alloc: bool,
+    ) -> Result<(), TxError> {
+        for w in first / 32..=(first + count - 1) / 32 {
+            let at = self.base + STATES_OFF + w * 8;
+            let mut word = tx.tx_read_u64(at)?;
+            for u in (w * 32).max(first)..((w + 1) * 32).min(first + count) {
+                let bits = match (alloc, u == first) {
+                    (false, _) => UnitState::Free,
+                    (true, true) => UnitState::Head,
+                    (true, false) => UnitState::Continuation,
+                } as u64;
+                let shift = 2 * (u % 32);
+                word = (word & !(3 << shift)) | bits << shift;
+            }
+            tx.tx_write_u64(at, word)?;
+        }
+        Ok(())
+    }
+
+    /// Reloads the mirror from persistent memory: after an aborted transaction that
+    /// allocated, or a committed one that freed.
+    pub fn resync<M: Memory>(&mut self, mem: &mut M) -> Result<(), TxError> {
+        let mut words = vec![0u8; (self.units.div_ceil(32) * 8) as usize];
+        mem.read(self.base + STATES_OFF, &mut words)?;
+        self.states = (0..self.units)
+            .map(|u| {
+                let w = get_u64(&words, (u / 32 * 8) as usize).unwrap_or(0);
+                UnitState::from_bits((w >> (2 * (u % 32))) & 3).unwrap_or(UnitState::Free)
+            })
+            .collect();
+        Ok(())
     }
 
     fn extent_len(&self, head: u64) -> u64 {

@@ -7,7 +7,9 @@
 //! - [`UndoLog`] / [`UndoTx`]: PMDK-style undo logging: **k + 2 fences** for k
 //!   snapshotted ranges (3 for PMDK's small transaction).
 //! - [`Allocator`]: units with two state bits each and a one-line intent record; an
-//!   allocation and the pointer slot that owns it change atomically (3 fences).
+//!   allocation and the pointer slot that owns it change atomically (3 fences) — or,
+//!   inside a transaction ([`Allocator::alloc_in`], [`Allocator::free_in`], through
+//!   [`TxMemory`]), atomically with everything else the transaction writes.
 //! - [`crashtest`]: a memory with honest per-line durability that enumerates crash
 //!   images at every persist point; each structure has a checker, and the tests hold
 //!   every image against an oracle. [`Protocol`] carries the deliberately broken
@@ -23,6 +25,7 @@ mod error;
 mod lines;
 mod protocol;
 mod redo;
+mod txmem;
 mod undo;
 
 pub use alloc::{
@@ -35,6 +38,7 @@ pub use redo::{
     REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoImage, RedoLog, RedoRecord, RedoRecovery, RedoTx,
     decode_redo, encode_redo, redo_body_len,
 };
+pub use txmem::TxMemory;
 pub use undo::{
     UNDO_HEADER, UNDO_MAGIC, UndoDecodeError, UndoLog, UndoRecord, UndoRecovery, UndoTx,
     decode_undo, encode_undo, undo_record_len,
