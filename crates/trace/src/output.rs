@@ -143,3 +143,15 @@ pub fn create_trace_writer(
         name: path.to_string(),
     }))
 }
+
+/// Collecting references in memory.
+impl RefSink for Vec<Ref> {
+    fn write_refs(&mut self, refs: &[Ref]) -> Result<(), TraceError> {
+        self.extend_from_slice(refs);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<(), TraceError> {
+        Ok(())
+    }
+}

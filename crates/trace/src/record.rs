@@ -169,3 +169,25 @@ pub fn record(
         status: (!stopped_early).then_some(status),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Ref;
+
+    #[test]
+    fn missing_valgrind_says_how_to_install_it() {
+        let options = RecordOptions {
+            valgrind: "/nonexistent/valgrind".into(),
+            ..RecordOptions::default()
+        };
+        let mut sink: Vec<Ref> = Vec::new();
+        let e = record(&["true".to_string()], &options, &mut sink).unwrap_err();
+        assert!(matches!(e, RecordError::ValgrindMissing(_)));
+        assert!(e.to_string().contains("apt-get install valgrind"), "{e}");
+        assert!(matches!(
+            record(&[], &options, &mut sink),
+            Err(RecordError::NoCommand)
+        ));
+    }
+}
