@@ -20,6 +20,26 @@
 //! start bins) comes from xoshiro256++ (`rand_xoshiro::Xoshiro256PlusPlus`) seeded from
 //! the configuration, so a run is a function of its configuration.
 //!
+//! ```
+//! use pmlab_os::{CacheGeometry, Os, OsConfig, PageSize, PolicyKind};
+//!
+//! // The paper's system: 128 MiB in 16 KiB pages, a 4 MiB pool, a 1 MiB direct-mapped
+//! // target cache (64 bins), the Hierarchical Heuristic.
+//! let cache = CacheGeometry::new(1 << 20, 1, PageSize::KIB_16).unwrap();
+//! let mut os = Os::new(OsConfig::paper(42), PolicyKind::Hierarchical.build(cache, 42)).unwrap();
+//! let pa = os.access(7, 0x4000_0123); // pid 7 touches a virtual address
+//! assert_eq!(pa & 0x3fff, 0x123);
+//! assert_eq!(os.physical_address(7, 0x4000_0123), Some(pa)); // no side effects
+//! assert_eq!(os.translate(7, 0x4000_0123 >> 14), Some((pa >> 14) as u32));
+//! for vpn in 0..64 {
+//!     os.touch(7, vpn);
+//! }
+//! let c = os.conflicts(7, &cache).unwrap(); // page conflicts in the target cache
+//! assert_eq!((c.pages, c.min_conflicts), (65, 1));
+//! println!("C = {}, C - C_min = {}", c.conflicts, c.mapping_conflicts());
+//! assert_eq!(os.exit(7), 65); // frames go to the bottom of the LRU list
+//! ```
+//!
 //! Conflict statistics per address space are in [`conflicts_of`] / [`Os::conflicts`];
 //! the analytic model of section 2 (equations 1-2, `C_min`, `C_max`) is in [`analytic`];
 //! a Monte Carlo of random mappings through this OS model is in [`monte_carlo`].
