@@ -166,3 +166,67 @@ fn careful_policies_beat_random_on_a_multiprogrammed_workload() {
         );
     }
 }
+
+#[test]
+fn bin_hopping_maps_successive_bins_per_process() {
+    let geometry = CacheGeometry::new(8 * 4096, 1, PageSize::KIB_4).unwrap();
+    let config = OsConfig {
+        frames: 128,
+        pool_frames: 128,
+        page_size: PageSize::KIB_4,
+        seed: 6,
+    };
+    let mut os = Os::new(config, PolicyKind::BinHopping.build(geometry, 6)).unwrap();
+    for pid in [1, 2] {
+        let bins: Vec<u32> = (0..12)
+            .map(|v| geometry.bin_of(os.touch(pid, v * 1000)))
+            .collect();
+        for w in bins.windows(2) {
+            assert_eq!(w[1], (w[0] + 1) % 8, "pid {pid}: {bins:?}");
+        }
+    }
+}
+
+#[test]
+fn pid_hashed_coloring_offsets_processes() {
+    let geometry = CacheGeometry::new(64 * 4096, 1, PageSize::KIB_4).unwrap();
+    let config = OsConfig {
+        frames: 1024,
+        pool_frames: 1024,
+        page_size: PageSize::KIB_4,
+        seed: 8,
+    };
+    let mut os = Os::new(config, PolicyKind::ColoringPidHash.build(geometry, 0)).unwrap();
+    // The same virtual page (a stack page, say) of different processes.
+    let bins: std::collections::HashSet<u32> = (1..=8)
+        .map(|pid| geometry.bin_of(os.touch(pid, 0x7fff)))
+        .collect();
+    assert!(
+        bins.len() >= 6,
+        "commonly used pages should spread over bins: {bins:?}"
+    );
+    // XOR is a bijection of bins: one process's 64 consecutive pages fill all 64 bins.
+    let bins: std::collections::HashSet<u32> = (0x9000..0x9040)
+        .map(|vpn| geometry.bin_of(os.touch(1, vpn)))
+        .collect();
+    assert_eq!(bins.len(), 64);
+}
+
+#[test]
+fn exited_pids_can_return() {
+    let mut os = small_os(PolicyKind::Sequential, 64, 8, 12);
+    os.touch(1, 5);
+    os.touch(2, 5);
+    os.exit(1);
+    assert_eq!(
+        os.translate(1, 5),
+        None,
+        "an exited process has no translations"
+    );
+    os.touch(3, 9); // reuses the exited process's slot
+    assert!(os.translate(3, 9).is_some());
+    assert_eq!(os.translate(1, 5), None);
+    os.touch(1, 6);
+    assert!(os.translate(1, 6).is_some() && os.translate(2, 5).is_some());
+    os.check().unwrap();
+}
