@@ -95,7 +95,7 @@ proptest! {
     ) {
         let bins = 1u32 << log_bins;
         // No evictions: 3 processes x 48 pages fit above the pool.
-        let r = run(PolicyKind::Hierarchical, bins, 1024, 8 * bins, seed, &ops);
+        let r = run(PolicyKind::Hierarchical, bins, 4096, 16 * bins, seed, &ops);
         prop_assume!(!r.bin_ran_dry);
         prop_assert_eq!(r.os.counters().evictions, 0);
         let mut b = bins;
@@ -120,17 +120,25 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let bins = 1u32 << log_bins;
-        let r = run(PolicyKind::Sequential, bins, 1024, 8 * bins, seed, &ops);
+        let r = run(PolicyKind::Sequential, bins, 4096, 16 * bins, seed, &ops);
         prop_assume!(!r.bin_ran_dry);
         let c = mapping_conflicts(&r.os, bins);
         prop_assert!(c.iter().all(|&c| c == 0), "{:?}", c);
     }
 
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
     /// With a small pool bins do run dry. For one address space without evictions the
     /// frames entering the pool are the same whatever the policy takes (the frame above
     /// the pool joins it when any pool frame leaves), so Sequential and random placement
-    /// choose from the same offers; on that shared pool Sequential's greedy choice never
-    /// ends with more mapping conflicts than random's.
+    /// choose from the same offers. The paper states no per-instance claim here (its
+    /// evidence, Table 3, is statistical); this checks the natural one, that on such a
+    /// shared pool Sequential's greedy choice never ends with more mapping conflicts
+    /// than random's. It is an empirical property (no proof is offered), checked on
+    /// 1000 random cases per run.
     #[test]
     fn sequential_never_worse_than_random_on_the_same_pool(
         pages in prop::collection::vec(0u64..200, 1..200),
@@ -146,6 +154,11 @@ proptest! {
         let (s, r) = (mapping_conflicts(&seq.os, bins)[0], mapping_conflicts(&rnd.os, bins)[0]);
         prop_assert!(s <= r, "sequential {} > random {}", s, r);
     }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
 
     /// The OS invariants under arbitrary workloads, every policy, with memory pressure.
     #[test]
