@@ -42,7 +42,9 @@
 //!
 //! Conflict statistics per address space are in [`conflicts_of`] / [`Os::conflicts`];
 //! the analytic model of section 2 (equations 1-2, `C_min`, `C_max`) is in [`analytic`];
-//! a Monte Carlo of random mappings through this OS model is in [`monte_carlo`].
+//! a Monte Carlo of random mappings through this OS model is in [`monte_carlo`]; the
+//! data of Figures 3-4 (model beside Monte Carlo) in [`figures`]; the policies side by
+//! side on one synthetic multiprogrammed workload in [`compare`].
 
 pub mod analytic;
 mod bin_tree;
