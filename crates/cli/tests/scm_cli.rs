@@ -116,3 +116,14 @@ fn page_cache_file_reports_msync() {
     }
     std::fs::remove_file(&p).unwrap();
 }
+
+#[test]
+fn missing_region_names_the_path() {
+    let o = pmlab(&["scm", "check", "/nonexistent/pmlab.scm"]);
+    assert_eq!(o.status.code(), Some(1));
+    let t = text(&o);
+    assert!(
+        t.contains("region /nonexistent/pmlab.scm: open failed"),
+        "{t}"
+    );
+}
