@@ -12,6 +12,22 @@
 //! `clwb`, else `clflushopt`, else `clflush`, each ordered by `sfence`; for files on an
 //! ordinary file system, `msync`. Flushed lines and fences are counted.
 //!
+//! ```
+//! use pmlab_native::{ReadOnlyRegion, Region};
+//! use pmlab_spine::Memory;
+//!
+//! let mut region = Region::create_memfd("example", 1 << 20)?; // or create_file / open
+//! region.write_u64(0, 42)?;
+//! region.persist(0, 8)?; // clwb (or clflushopt/clflush/msync) + sfence
+//! println!("{} via {}", region.medium().name(), region.persist_mode());
+//!
+//! // A client gets a read-only descriptor and maps it PROT_READ.
+//! region.seal_future_writes()?;
+//! let client = ReadOnlyRegion::from_fd(region.read_only_fd()?)?;
+//! assert_eq!(client.read_u64(0)?, 42);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Aerie (paper 004) reduces the kernel to "multiplexing physical memory via the SCM
 //! manager": here the kernel's mmap is that manager, a region is the unit it hands out,
 //! and [`ReadOnlyRegion`] is how a file-system client is given data it may read but not

@@ -15,6 +15,29 @@
 //!   every image against an oracle. [`Protocol`] carries the deliberately broken
 //!   variants those tests must catch.
 //!
+//! ```
+//! use pmlab_spine::{Memory, VecMemory};
+//! use pmlab_tx::{Allocator, RedoLog};
+//!
+//! let mut mem = VecMemory::new(64 * 1024);
+//! let mut log = RedoLog::format(&mut mem, 0, 4096)?;
+//! let mut heap = Allocator::format(&mut mem, 8192, 32 * 1024, 64)?;
+//! let root = 4096; // a persistent slot that owns the new object
+//!
+//! let mut tx = log.begin(&mut mem);
+//! let obj = heap.alloc_in(&mut tx, 24, root)?;
+//! tx.write_u64(obj, 7)?;
+//! tx.commit()?; // 2 fences, whatever the transaction wrote
+//! let ptr = mem.read_u64(root)?;
+//! assert_eq!(mem.read_u64(ptr)?, 7);
+//!
+//! // After a crash: reopen both; recovery replays or discards the last transaction.
+//! let (_log, _) = RedoLog::open(&mut mem, 0, 4096)?;
+//! let (_heap, _) = Allocator::open(&mut mem, 8192)?;
+//! Allocator::check(&mut mem, 8192, &[root])?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! These are the software baselines the hardware protocols of the machine model are
 //! compared with.
 
