@@ -40,9 +40,9 @@ type Pending = HashMap<u64, (Sender<(Reply, Option<OwnedFd>)>, Option<(u64, bool
 struct Shared {
     writer: Mutex<UnixStream>,
     pending: Mutex<Pending>,
-    /// Leases held: object -> exclusive. Granted by the reader thread as grants arrive
+    /// Leases held: object -> (exclusive, grant number). Granted by the reader thread as grants arrive
     /// (so a revocation can never overtake its grant), removed on revocation.
-    leases: Mutex<HashMap<u64, bool>>,
+    leases: Mutex<HashMap<u64, (bool, u64)>>,
     next_id: AtomicU64,
 }
 
@@ -145,6 +145,11 @@ impl State {
         f(&mut v)
     }
 
+    /// The read-only mapping of the metadata space.
+    pub fn meta_map(&self) -> &Map {
+        &self.meta.0
+    }
+
     /// The superblock.
     pub fn sb(&self) -> &Superblock {
         &self.sb
@@ -178,7 +183,7 @@ impl State {
         let up = self.with_view(|v| Ok(ancestry(v, ino))).unwrap_or_default();
         let l = self.shared.leases.lock().unwrap();
         up.iter()
-            .any(|x| l.get(x).is_some_and(|&e| e || !exclusive))
+            .any(|x| l.get(x).is_some_and(|&(e, _)| e || !exclusive))
     }
 
     /// Records `op` after checking it locally exactly as the service will.
@@ -187,7 +192,13 @@ impl State {
             return Err(FsError::Refused(e));
         }
         let shared = self.shared.clone();
-        let leases = shared.leases.lock().unwrap().clone();
+        let leases: HashMap<u64, bool> = shared
+            .leases
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (*k, v.0))
+            .collect();
         let sb = self.sb;
         let out = {
             let auth = LocalAuth {
@@ -428,20 +439,20 @@ impl Client {
             deferred: None,
             shared: shared.clone(),
         }));
-        let (rtx, rrx) = channel::<u64>();
+        let (rtx, rrx) = channel::<(u64, u64)>();
         let sh = shared.clone();
         let reader = std::thread::spawn(move || {
             while let Ok(Some(f)) = proto::recv(&s) {
                 let Ok(h) = proto::parse::<RepHeader>(&f.header) else {
                     break;
                 };
-                if let Reply::Revoke { ino } = h.reply {
-                    let _ = rtx.send(ino);
+                if let Reply::Revoke { ino, grant } = h.reply {
+                    let _ = rtx.send((ino, grant));
                     continue;
                 }
                 if let Some((tx, tag)) = sh.pending.lock().unwrap().remove(&h.id) {
-                    if let (Some((ino, excl)), Reply::Ok) = (tag, &h.reply) {
-                        sh.leases.lock().unwrap().insert(ino, excl);
+                    if let (Some((ino, excl)), Reply::Granted { grant }) = (tag, &h.reply) {
+                        sh.leases.lock().unwrap().insert(ino, (excl, *grant));
                     }
                     let _ = tx.send((h.reply, f.fd));
                 }
@@ -453,9 +464,16 @@ impl Client {
         let sh = shared.clone();
         std::thread::spawn(move || {
             // The revoker: ships the journal and gives the lease back.
-            for ino in rrx {
+            for (ino, grant) in rrx {
                 let mut s = st.lock().unwrap();
-                sh.leases.lock().unwrap().remove(&ino);
+                {
+                    let mut l = sh.leases.lock().unwrap();
+                    // A revocation of a grant since replaced (or released) is stale.
+                    if l.get(&ino).map(|h| h.1) != Some(grant) {
+                        continue;
+                    }
+                    l.remove(&ino);
+                }
                 let batch = if s.journal.is_empty() {
                     Vec::new()
                 } else {
@@ -464,7 +482,7 @@ impl Client {
                 s.journal.clear();
                 s.overlay.clear();
                 s.names.clear();
-                let rx = rpc_send(&sh, Request::Release { ino }, &batch);
+                let rx = rpc_send(&sh, Request::Release { ino, grant }, &batch);
                 drop(s);
                 if let Ok(rx) = rx
                     && let Err(e) = rpc_wait(rx)
@@ -522,7 +540,7 @@ impl Client {
             .lock()
             .unwrap()
             .iter()
-            .map(|(a, b)| (*a, *b))
+            .map(|(a, b)| (*a, b.0))
             .collect();
         v.sort_unstable();
         v

@@ -16,12 +16,18 @@ pub struct Hold {
     pub client: u64,
     /// Exclusive or shared.
     pub exclusive: bool,
+    /// Number of this grant: a release or revocation names the grant it is about, so a
+    /// late message about an old grant never cancels a newer one.
+    pub grant: u64,
+    /// Whether the holder has been asked to give it up.
+    pub revoking: bool,
 }
 
 /// The lease table.
 #[derive(Default, Debug)]
 pub struct Leases {
     held: HashMap<u64, Vec<Hold>>,
+    next_gen: u64,
 }
 
 /// The objects from `ino` up to the root, `ino` first (bounded against loops).
@@ -49,14 +55,15 @@ impl Leases {
         })
     }
 
-    /// Other clients' leases that conflict with `client` taking `ino`: (holder, object).
+    /// Other clients' leases that conflict with `client` taking `ino`:
+    /// (holder, object, grant number).
     pub fn conflicts<S: PageSource + ?Sized>(
         &self,
         src: &mut S,
         client: u64,
         ino: u64,
         exclusive: bool,
-    ) -> Vec<(u64, u64)> {
+    ) -> Vec<(u64, u64, u64)> {
         let up = ancestry(src, ino);
         let mut out = Vec::new();
         for (&x, holds) in &self.held {
@@ -65,7 +72,7 @@ impl Leases {
                     continue;
                 }
                 if up.contains(&x) || ancestry(src, x).contains(&ino) {
-                    out.push((h.client, x));
+                    out.push((h.client, x, h.grant));
                 }
             }
         }
@@ -74,17 +81,40 @@ impl Leases {
         out
     }
 
-    /// Records a grant (replacing a weaker hold of the same client).
-    pub fn grant(&mut self, client: u64, ino: u64, exclusive: bool) {
+    /// Records a grant (replacing a hold of the same client); returns its number.
+    pub fn grant(&mut self, client: u64, ino: u64, exclusive: bool) -> u64 {
+        self.next_gen += 1;
+        let grant = self.next_gen;
         let v = self.held.entry(ino).or_default();
         v.retain(|h| h.client != client);
-        v.push(Hold { client, exclusive });
+        v.push(Hold {
+            client,
+            exclusive,
+            grant,
+            revoking: false,
+        });
+        grant
     }
 
-    /// Drops `client`'s lease on `ino`.
-    pub fn release(&mut self, client: u64, ino: u64) {
+    /// Marks grant `grant` on `ino` as being revoked; false if it already was (or is gone).
+    pub fn mark_revoking(&mut self, ino: u64, grant: u64) -> bool {
+        match self
+            .held
+            .get_mut(&ino)
+            .and_then(|v| v.iter_mut().find(|h| h.grant == grant))
+        {
+            Some(h) if !h.revoking => {
+                h.revoking = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Drops `client`'s grant `grant` on `ino` (a late release of an older grant does nothing).
+    pub fn release(&mut self, client: u64, ino: u64, grant: u64) {
         if let Some(v) = self.held.get_mut(&ino) {
-            v.retain(|h| h.client != client);
+            v.retain(|h| !(h.client == client && h.grant == grant));
             if v.is_empty() {
                 self.held.remove(&ino);
             }

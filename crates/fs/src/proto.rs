@@ -31,6 +31,8 @@ pub enum Request {
     Release {
         /// The object.
         ino: u64,
+        /// The grant given up.
+        grant: u64,
     },
     /// Apply the attached batch now (fsync, or a full journal).
     Ship,
@@ -98,11 +100,18 @@ pub enum Reply {
         /// Whether the attached descriptor and mapping are writable.
         writable: bool,
     },
+    /// A lease was granted.
+    Granted {
+        /// The grant's number.
+        grant: u64,
+    },
     /// Unsolicited: another client needs a lease that conflicts with this one; ship
     /// the journal and release it.
     Revoke {
         /// The object.
         ino: u64,
+        /// The grant revoked.
+        grant: u64,
     },
 }
 

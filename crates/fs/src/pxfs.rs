@@ -356,33 +356,36 @@ impl Pxfs {
         let ino = ino.ok_or_else(|| FsError::NotFound(from.into()))?;
         let (tp, tname, existing) = self.client.resolve_parent(to)?;
         dir::check_name(tname)?;
-        for _ in 0..64 {
-            drop(self.client.leased(fp, true)?);
-            let mut s = self.client.leased(tp, true)?;
-            if !s.covered(fp, true) {
-                continue;
+        // One lease must cover both directories at once: take it on their nearest common
+        // ancestor (taking two leases one after the other can livelock against clients
+        // working in either directory).
+        let common = {
+            let mut s = self.client.state();
+            let up_f = s.with_view(|v| Ok(crate::lease::ancestry(v, fp)))?;
+            let up_t = s.with_view(|v| Ok(crate::lease::ancestry(v, tp)))?;
+            up_f.iter()
+                .copied()
+                .find(|x| up_t.contains(x))
+                .unwrap_or(crate::layout::ROOT_INO)
+        };
+        let mut s = self.client.leased(common, true)?;
+        if let Some(old) = existing.filter(|&o| o != ino) {
+            match s.inode(old)?.kind {
+                Kind::Dir => return Err(FsError::Exists(to.into())),
+                _ => s.record(Op::Unlink {
+                    parent: tp,
+                    name: tname.into(),
+                    ino: old,
+                })?,
             }
-            if let Some(old) = existing.filter(|&o| o != ino) {
-                match s.inode(old)?.kind {
-                    Kind::Dir => return Err(FsError::Exists(to.into())),
-                    _ => s.record(Op::Unlink {
-                        parent: tp,
-                        name: tname.into(),
-                        ino: old,
-                    })?,
-                }
-            }
-            return s.record(Op::Rename {
-                from_parent: fp,
-                from_name: fname.into(),
-                to_parent: tp,
-                to_name: tname.into(),
-                ino,
-            });
         }
-        Err(FsError::Refused(
-            "could not hold both directories' leases".into(),
-        ))
+        s.record(Op::Rename {
+            from_parent: fp,
+            from_name: fname.into(),
+            to_parent: tp,
+            to_name: tname.into(),
+            ino,
+        })
     }
 
     /// The names in a directory, sorted.

@@ -383,9 +383,9 @@ impl State {
         let rid = h.id;
         let result: std::result::Result<(Reply, Option<File>), String> = match h.req {
             Request::Ship => self.ship(id, &f.bin).map(|_| (Reply::Ok, None)),
-            Request::Release { ino } => {
+            Request::Release { ino, grant } => {
                 let r = self.ship(id, &f.bin);
-                self.leases.release(id, ino);
+                self.leases.release(id, ino, grant);
                 r.map(|_| (Reply::Ok, None))
             }
             Request::Acquire { ino, exclusive } => {
@@ -399,7 +399,7 @@ impl State {
                         exclusive,
                         deadline: Instant::now() + self.cfg.lease_timeout,
                     });
-                    self.serve_waiters(true);
+                    self.serve_waiters();
                     return;
                 }
             }
@@ -475,12 +475,12 @@ impl State {
                 Err(e) => reply(c, rid, Reply::Err(e), None),
             }
         }
-        self.serve_waiters(false);
+        self.serve_waiters();
     }
 
-    /// Grants what can be granted; asks holders to give up what blocks a waiter (once,
-    /// when `fresh`, for the newest waiter); disconnects holders past the deadline.
-    fn serve_waiters(&mut self, fresh: bool) {
+    /// Grants what can be granted; asks holders to give up what blocks a waiter (once
+    /// per grant); disconnects holders past the deadline.
+    fn serve_waiters(&mut self) {
         let mut k = 0;
         let now = Instant::now();
         while k < self.waiters.len() {
@@ -491,26 +491,34 @@ impl State {
             let mut view = MediaView::with_sb(&mut self.meta, sb);
             let conflicts = self.leases.conflicts(&mut view, client, ino, excl);
             if conflicts.is_empty() {
-                self.leases.grant(client, ino, excl);
+                let grant = self.leases.grant(client, ino, excl);
                 self.waiters.remove(k);
                 if let Some(c) = self.clients.get(&client) {
-                    reply(c, rid, Reply::Ok, None);
+                    reply(c, rid, Reply::Granted { grant }, None);
                 }
                 continue;
             }
             if now >= deadline {
                 // The holders did not answer in time: they lose everything they hold.
-                for (holder, _) in &conflicts {
+                for (holder, _, _) in &conflicts {
                     self.drop_client(*holder);
                 }
                 k = 0;
                 continue;
             }
-            if fresh && k == self.waiters.len() - 1 {
-                for (holder, x) in &conflicts {
-                    if let Some(c) = self.clients.get(holder) {
-                        reply(c, 0, Reply::Revoke { ino: *x }, None);
-                    }
+            for (holder, x, grant) in &conflicts {
+                if self.leases.mark_revoking(*x, *grant)
+                    && let Some(c) = self.clients.get(holder)
+                {
+                    reply(
+                        c,
+                        0,
+                        Reply::Revoke {
+                            ino: *x,
+                            grant: *grant,
+                        },
+                        None,
+                    );
                 }
             }
             k += 1;
@@ -632,7 +640,7 @@ fn main_loop(mut st: State, rx: Receiver<Event>) -> Result<()> {
             }
             Ok(Event::Closed(id)) => {
                 st.drop_client(id);
-                st.serve_waiters(false);
+                st.serve_waiters();
             }
             Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => {
                 let ids: Vec<u64> = st.clients.keys().copied().collect();
@@ -641,7 +649,7 @@ fn main_loop(mut st: State, rx: Receiver<Event>) -> Result<()> {
                 }
                 return Ok(());
             }
-            Err(RecvTimeoutError::Timeout) => st.serve_waiters(false),
+            Err(RecvTimeoutError::Timeout) => st.serve_waiters(),
         }
     }
 }
