@@ -445,6 +445,8 @@ pub fn fsck<R: MediaRead + ?Sized>(mem: &mut R) -> Result<Report> {
     }
     c.inode_scan();
     c.bitmaps();
+    // A damaged page is found by every walk that reads it; report it once.
+    c.report.findings.dedup();
     Ok(c.report)
 }
 

@@ -1,14 +1,142 @@
-//! `pmlab fs`.
+//! `pmlab fs`: the Aerie file system — build, check and serve volumes.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Subcommand;
+use pmlab_fs::layout::Params;
 
 /// Arguments of `pmlab fs`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Remaining arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    rest: Vec<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build an empty volume (a directory holding the metadata and data spaces).
+    Mkfs {
+        /// The volume directory to create (must not exist, or be empty).
+        volume: PathBuf,
+        /// Pages of the metadata space.
+        #[arg(long, default_value_t = Params::default().meta_pages)]
+        meta_pages: u64,
+        /// Inodes in the inode table.
+        #[arg(long, default_value_t = Params::default().inodes)]
+        inodes: u64,
+        /// Pages of the service's redo log.
+        #[arg(long, default_value_t = Params::default().log_pages)]
+        log_pages: u64,
+        /// Most permission domains.
+        #[arg(long, default_value_t = Params::default().max_domains)]
+        domains: u64,
+        /// Pages of each domain's data space.
+        #[arg(long, default_value_t = Params::default().domain_pages)]
+        domain_pages: u64,
+        /// Pages of one KVFS object.
+        #[arg(long, default_value_t = Params::default().kv_object_pages)]
+        kv_object_pages: u64,
+        /// Permission bits of the root directory (octal).
+        #[arg(long, default_value = "755")]
+        root_mode: String,
+    },
+    /// Check a volume; exits non-zero if anything is wrong, naming what and where.
+    Fsck {
+        /// The volume directory.
+        volume: PathBuf,
+    },
+    /// Run the trusted service for a volume on a Unix socket.
+    Serve {
+        /// The volume directory.
+        volume: PathBuf,
+        /// Path of the Unix socket to listen on.
+        #[arg(long)]
+        socket: PathBuf,
+        /// How long a lease holder may take to answer a revocation, in milliseconds,
+        /// before the service reclaims its leases by disconnecting it.
+        #[arg(long, default_value_t = 2000)]
+        lease_timeout_ms: u64,
+    },
 }
 
 /// Runs `pmlab fs`.
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`pmlab fs` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.cmd {
+        Cmd::Mkfs {
+            volume,
+            meta_pages,
+            inodes,
+            log_pages,
+            domains,
+            domain_pages,
+            kv_object_pages,
+            root_mode,
+        } => {
+            let mode = u32::from_str_radix(&root_mode, 8)
+                .with_context(|| format!("--root-mode {root_mode:?} is not an octal mode"))?;
+            let p = Params {
+                meta_pages,
+                inodes,
+                log_pages,
+                max_domains: domains,
+                domain_pages,
+                kv_object_pages,
+                ..Params::default()
+            };
+            let owner = pmlab_fs::mkfs::RootOwner::current_user(mode);
+            let sb = pmlab_fs::volume::create(&volume, &p, owner)
+                .with_context(|| format!("mkfs {}", volume.display()))?;
+            println!(
+                "{}: {} metadata pages ({} inodes, {} pool pages, redo log of {} pages), up to {} domains of {} pages",
+                volume.display(),
+                sb.meta_pages,
+                sb.inode_count - 1,
+                sb.meta_pages - sb.pool_first,
+                sb.log_pages,
+                sb.max_domains,
+                sb.domain_pages
+            );
+            Ok(())
+        }
+        Cmd::Fsck { volume } => {
+            let report = pmlab_fs::fsck::fsck_volume(&volume)
+                .with_context(|| format!("fsck {}", volume.display()))?;
+            for f in &report.findings {
+                println!("{f}");
+            }
+            let s = &report.summary;
+            println!(
+                "{}: {} directories, {} files, {} KVFS objects, {} domains, {} metadata pages and {} data pages in use",
+                volume.display(),
+                s.dirs,
+                s.files,
+                s.kv_objects,
+                s.domains,
+                s.meta_pages_used,
+                s.data_pages_used
+            );
+            let errors = report
+                .findings
+                .iter()
+                .filter(|f| f.severity == pmlab_fs::fsck::Severity::Error)
+                .count();
+            if errors > 0 {
+                anyhow::bail!("{}: {errors} errors", volume.display());
+            }
+            println!("clean");
+            Ok(())
+        }
+        Cmd::Serve {
+            volume,
+            socket,
+            lease_timeout_ms,
+        } => {
+            let cfg = pmlab_fs::service::Config {
+                lease_timeout: std::time::Duration::from_millis(lease_timeout_ms),
+            };
+            pmlab_fs::service::serve(&volume, &socket, cfg)
+                .with_context(|| format!("serve {} on {}", volume.display(), socket.display()))
+        }
+    }
 }
