@@ -10,7 +10,7 @@
 use pmlab_trace::Kind;
 
 /// A tag-only cache hierarchy.
-pub trait CacheLevels {
+pub trait CacheLevels: Send {
     /// Number of cache levels; [`CacheLevels::access`] returns this for memory.
     fn levels(&self) -> usize;
 

@@ -41,7 +41,7 @@ impl PageSize {
 }
 
 /// What the machine needs from page tables.
-pub trait PageTables {
+pub trait PageTables: Send {
     /// The frame that virtual page `vpn` of address space `asid` maps to, establishing
     /// the mapping if the tables do so on demand; `None` if it cannot be mapped.
     fn translate(&mut self, asid: u16, vpn: u64) -> Option<u64>;

@@ -112,3 +112,18 @@ fn page_sizes_change_the_walks() {
         assert_eq!(m.stats().tlb.misses, walks, "{size:?}");
     }
 }
+
+#[test]
+fn machines_can_move_between_threads() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Machine>();
+    let m = Machine::new(MachineConfig::loc(MIB)).unwrap();
+    let cycles = std::thread::spawn(move || {
+        let mut m = m;
+        m.read_u64(0).unwrap();
+        m.cycles()
+    })
+    .join()
+    .unwrap();
+    assert!(cycles > 0);
+}
