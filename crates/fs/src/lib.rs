@@ -5,12 +5,22 @@
 //!
 //! Layers, bottom to top:
 //! - [`media`], [`layout`], [`inode`], [`dir`], [`radix`], [`domain`]: the on-media
-//!   structures, written against the spine's `Memory` so they run on the machine model
-//!   too;
-//! - [`txn`], [`redo`], [`apply`]: the service's transactions — a pure function from
-//!   (metadata, batch, client rights) to page images, committed through a redo log;
-//! - [`journal`]: the records libFS ships;
-//! - [`fsck`], [`mkfs`]: building and checking volumes.
+//!   structures (checksummed pages; superblock, domain table, bitmaps, inode table,
+//!   directories as hash tables, files as radix trees of pages), written against the
+//!   spine's `Memory` so they run on the machine model too;
+//! - [`view`], [`txn`], [`redo`], [`apply`]: the service's transactions — a pure function
+//!   from (metadata, batch, client rights) to sealed page images, committed through a
+//!   redo log in the volume;
+//! - [`journal`]: the checksummed records libFS ships;
+//! - [`mkfs`], [`fsck`]: building and checking volumes;
+//! - [`map`], [`volume`]: volumes on this machine (a directory holding the metadata
+//!   space and one data space per permission domain) and their mappings;
+//! - [`proto`], [`lease`], [`service`]: the trusted service over a Unix socket;
+//! - [`client`], [`overlay`]: libFS; [`pxfs`] and [`kvfs`]: the two interfaces.
+//!
+//! Protection comes from the kernel: clients receive the metadata space as a read-only
+//! descriptor and each domain's data space read-only or read-write as its permission
+//! bits allow, so a client holds no writable mapping of anything it may not write.
 
 pub mod apply;
 pub mod client;

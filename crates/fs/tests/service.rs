@@ -322,3 +322,102 @@ fn a_client_that_stops_answering_loses_its_leases() {
     assert!(got_eof);
     r.stop_and_check();
 }
+
+/// What a crashed service leaves behind: a committed transaction not yet applied in
+/// place, and an unlinked file that was open. Starting the service repairs both.
+#[test]
+fn the_service_replays_its_log_and_reclaims_orphans_when_it_starts() {
+    use pmlab_fs::apply::{Authority, apply_batch};
+    use pmlab_fs::layout::Superblock;
+    struct Everything;
+    impl Authority for Everything {
+        fn cred(&self) -> (u32, u32) {
+            (0, 0)
+        }
+        fn holds_lease(&self, _: u64) -> bool {
+            true
+        }
+        fn inode_reserved(&self, _: u64) -> bool {
+            true
+        }
+        fn page_reserved(&self, _: u16, _: u64) -> bool {
+            true
+        }
+        fn is_open(&self, _: u64) -> bool {
+            true
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let vol = tmp.path().join("vol");
+    let sock = tmp.path().join("sock");
+    pmlab_fs::volume::create(
+        &vol,
+        &params(),
+        RootOwner {
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        },
+    )
+    .unwrap();
+    {
+        // A file, unlinked while "open": an orphan holding one data page.
+        let svc = service::spawn(&vol, &sock, Config::default()).unwrap();
+        let fs = Pxfs::mount(&sock).unwrap();
+        let fd = fs.create("/orphan", 0o644).unwrap();
+        fs.write(fd, b"data").unwrap();
+        fs.close(fd).unwrap();
+        fs.sync().unwrap();
+        drop(fs);
+        svc.stop().unwrap();
+        let (_f, mut m) = pmlab_fs::volume::open_meta_rw(&vol).unwrap();
+        let sb = Superblock::read(&mut m).unwrap();
+        let out = apply_batch(
+            &mut m,
+            sb,
+            &Everything,
+            &[Op::Unlink {
+                parent: 1,
+                name: "orphan".into(),
+                ino: 2,
+            }],
+        )
+        .unwrap();
+        pmlab_fs::redo::commit(&mut m, &sb, 1, &out.changes).unwrap();
+        // And a committed but unapplied mkdir.
+        let out = apply_batch(
+            &mut m,
+            sb,
+            &Everything,
+            &[Op::Create {
+                parent: 1,
+                name: "logged".into(),
+                ino: 3,
+                kind: Kind::Dir,
+                mode: 0o755,
+                domain: 0,
+            }],
+        )
+        .unwrap();
+        pmlab_fs::redo::write_log(&mut m, &sb, 2, &out.changes).unwrap();
+    }
+    let r = fsck_volume(&vol).unwrap();
+    let notes: Vec<String> = r.findings.iter().map(|f| f.to_string()).collect();
+    assert!(r.clean() && notes.len() == 2, "{notes:#?}");
+    assert!(
+        notes.iter().any(|n| n.contains("committed transaction"))
+            && notes.iter().any(|n| n.contains("inode 2"))
+    );
+    let svc = service::spawn(&vol, &sock, Config::default()).unwrap();
+    {
+        let fs = Pxfs::mount(&sock).unwrap();
+        assert_eq!(fs.readdir("/").unwrap(), vec!["logged"]);
+    }
+    svc.stop().unwrap();
+    let r = fsck_volume(&vol).unwrap();
+    assert!(r.clean() && r.findings.is_empty(), "{:#?}", r.findings);
+    assert_eq!(
+        (r.summary.dirs, r.summary.files, r.summary.data_pages_used),
+        (2, 0, 0)
+    );
+}
