@@ -1,1 +1,4 @@
-//! pmlab-experiments: see ARCHITECTURE.md.
+//! Paper reproductions. Each module builds a paper's workloads and configurations, runs
+//! them on pmlab's substrates, and lays the results beside the paper's own figures.
+
+pub mod kessler_hill;
