@@ -14,6 +14,7 @@ use crate::error::{FsError, Result};
 use crate::inode::{Inode, Kind, access};
 use crate::journal::Op;
 use crate::layout::{ROOT_INO, Superblock};
+use crate::lease::bucket_key;
 use crate::media::{MediaRead, PAGE};
 use crate::radix;
 use crate::txn::{Changes, Txn};
@@ -97,7 +98,11 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
             if x == ROOT_INO {
                 return Ok(false);
             }
-            x = self.inode(x)?.parent;
+            let i = self.inode(x)?;
+            if self.auth.holds_lease(bucket_key(i.parent, i.bucket as u64)) {
+                return Ok(true);
+            }
+            x = i.parent;
         }
         Err(format!("parent chain of inode {ino} loops"))
     }
@@ -110,7 +115,9 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
         }
     }
 
-    fn writable_dir(&mut self, ino: u64) -> std::result::Result<Inode, String> {
+    /// Checks that the client may change the entry `name` of directory `ino`: write
+    /// permission, and a lease on the directory (or above) or on the name's bucket.
+    fn writable_dir(&mut self, ino: u64, name: &str) -> std::result::Result<Inode, String> {
         let d = self.inode(ino)?;
         if d.kind != Kind::Dir {
             return Err(format!("inode {ino} is not a directory"));
@@ -119,7 +126,9 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
         if !access(uid, gid, d.uid, d.gid, d.mode).write {
             return Err(format!("uid {uid} may not write directory inode {ino}"));
         }
-        self.need_lease(ino)?;
+        if !self.auth.holds_lease(bucket_key(ino, dir::bucket_of(name))) {
+            self.need_lease(ino)?;
+        }
         Ok(d)
     }
 
@@ -199,7 +208,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 mode,
                 domain,
             } => {
-                let d = self.writable_dir(*parent)?;
+                let d = self.writable_dir(*parent, name)?;
                 if !self.auth.inode_reserved(*ino) {
                     return Err(format!("inode {ino} is not reserved to the client"));
                 }
@@ -221,6 +230,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                     root: 0,
                     parent: *parent,
                     generation: old.generation + 1,
+                    bucket: dir::bucket_of(name) as u16,
                 };
                 match kind {
                     Kind::Dir => new.root = dir::create(&mut self.txn).map_err(fs)?,
@@ -242,7 +252,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 Ok(())
             }
             Op::Link { parent, name, ino } => {
-                let d = self.writable_dir(*parent)?;
+                let d = self.writable_dir(*parent, name)?;
                 let mut i = self.inode(*ino)?;
                 if i.kind != Kind::File {
                     return Err(format!(
@@ -258,7 +268,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 self.txn.put_inode(*ino, &i).map_err(fs)
             }
             Op::Unlink { parent, name, ino } => {
-                self.writable_dir(*parent)?;
+                self.writable_dir(*parent, name)?;
                 let mut i = self.inode(*ino)?;
                 if i.kind == Kind::Dir {
                     return Err(format!("inode {ino} is a directory; use rmdir"));
@@ -278,7 +288,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 self.release(*ino, i)
             }
             Op::Rmdir { parent, name, ino } => {
-                self.writable_dir(*parent)?;
+                self.writable_dir(*parent, name)?;
                 if *ino == ROOT_INO {
                     return Err("the root cannot be removed".into());
                 }
@@ -300,8 +310,8 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 to_name,
                 ino,
             } => {
-                self.writable_dir(*from_parent)?;
-                self.writable_dir(*to_parent)?;
+                self.writable_dir(*from_parent, from_name)?;
+                self.writable_dir(*to_parent, to_name)?;
                 let mut i = self.inode(*ino)?;
                 if i.kind == Kind::Dir {
                     // A directory may not move below itself.
@@ -320,6 +330,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 let d = self.inode(*to_parent)?;
                 self.add_entry(*to_parent, d, to_name, *ino)?;
                 i.parent = *to_parent;
+                i.bucket = dir::bucket_of(to_name) as u16;
                 self.txn.put_inode(*ino, &i).map_err(fs)
             }
             Op::SetSize { ino, size } => {

@@ -59,6 +59,9 @@ pub struct Inode {
     pub parent: u64,
     /// Bumped every time the slot is reused, so a stale reference can be told apart.
     pub generation: u64,
+    /// The bucket of `parent`'s hash table holding the object's name: a lease on that
+    /// bucket covers the object (KVFS locks the table page by page).
+    pub bucket: u16,
 }
 
 impl Inode {
@@ -75,6 +78,7 @@ impl Inode {
         root: 0,
         parent: 0,
         generation: 0,
+        bucket: 0,
     };
 
     /// Encodes into a 128-byte slot.
@@ -91,6 +95,7 @@ impl Inode {
         le::put_u64(b, 32, self.root);
         le::put_u64(b, 40, self.parent);
         le::put_u64(b, 48, self.generation);
+        le::put_u16(b, 56, self.bucket);
     }
 
     /// Decodes a 128-byte slot; `Err` carries the byte offset (within the slot) of a
@@ -109,6 +114,7 @@ impl Inode {
             root: le::u64_at(b, 32),
             parent: le::u64_at(b, 40),
             generation: le::u64_at(b, 48),
+            bucket: le::u16_at(b, 56),
         })
     }
 }
@@ -162,6 +168,7 @@ mod tests {
             root: 77,
             parent: 1,
             generation: 9,
+            bucket: 17,
         };
         let mut b = [0u8; INODE_SIZE];
         i.encode(&mut b);

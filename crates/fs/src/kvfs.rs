@@ -4,7 +4,8 @@
 //! Every object is one contiguous extent of a fixed size (set at mkfs); the namespace is
 //! one directory's hash table; all objects share one permission domain. A put writes the
 //! new contents into a fresh extent and swaps it in with one journaled operation, so a
-//! reader sees either the old or the new file, never a mix.
+//! reader sees either the old or the new file, never a mix. Clients lock the hash table
+//! bucket by bucket, so clients working on different keys proceed in parallel.
 
 use crate::client::Client;
 use crate::error::{FsError, Result};
@@ -33,6 +34,14 @@ impl Kvfs {
         Ok(Kvfs { client, dir, mode })
     }
 
+    /// The lock covering `key`: the lease on the hash-table bucket (page chain) its name
+    /// falls in. It sits below the lease on the whole table (the directory), as the
+    /// paper's hierarchical locks over KVFS's hash table do, and covers the objects
+    /// named from that bucket.
+    pub fn lock_of(&self, key: &str) -> u64 {
+        crate::lease::bucket_key(self.dir, crate::dir::bucket_of(key))
+    }
+
     /// The largest value a put accepts.
     pub fn max_value(&self) -> u64 {
         self.client.state().sb().kv_object_pages * PAGE
@@ -41,7 +50,7 @@ impl Kvfs {
     /// Stores `value` under `key`, replacing what was there.
     pub fn put(&self, key: &str, value: &[u8]) -> Result<()> {
         crate::dir::check_name(key)?;
-        let mut s = self.client.leased(self.dir, true)?;
+        let mut s = self.client.leased(self.lock_of(key), true)?;
         let n = s.sb().kv_object_pages;
         if value.len() as u64 > n * PAGE {
             return Err(FsError::NoSpace(format!(
@@ -84,7 +93,7 @@ impl Kvfs {
 
     /// The value stored under `key`.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        let mut s = self.client.leased(self.dir, false)?;
+        let mut s = self.client.leased(self.lock_of(key), false)?;
         let Some(ino) = s.lookup(self.dir, key)? else {
             return Ok(None);
         };
@@ -101,7 +110,7 @@ impl Kvfs {
 
     /// Removes `key`; returns whether it existed.
     pub fn erase(&self, key: &str) -> Result<bool> {
-        let mut s = self.client.leased(self.dir, true)?;
+        let mut s = self.client.leased(self.lock_of(key), true)?;
         let Some(ino) = s.lookup(self.dir, key)? else {
             return Ok(false);
         };

@@ -30,13 +30,42 @@ pub struct Leases {
     next_gen: u64,
 }
 
-/// The objects from `ino` up to the root, `ino` first (bounded against loops).
-pub fn ancestry<S: PageSource + ?Sized>(src: &mut S, ino: u64) -> Vec<u64> {
-    let mut out = vec![ino];
-    let mut x = ino;
-    while x != ROOT_INO && out.len() < 4096 {
+/// Marks lease keys that name a bucket of a directory's hash table, not an inode.
+const BUCKET_KEY: u64 = 1 << 63;
+
+/// The lease key of bucket `bucket` of directory `dir`'s hash table.
+pub fn bucket_key(dir: u64, bucket: u64) -> u64 {
+    BUCKET_KEY | (dir << 10) | bucket
+}
+
+/// The (directory, bucket) a lease key names, if it names a bucket.
+pub fn bucket_of_key(key: u64) -> Option<(u64, u64)> {
+    (key & BUCKET_KEY != 0).then_some(((key & !BUCKET_KEY) >> 10, key & 1023))
+}
+
+/// Whether `key` names an inode of a table of `inodes` or a bucket of one of them.
+pub fn valid_key(key: u64, inodes: u64) -> bool {
+    match bucket_of_key(key) {
+        Some((d, b)) => d > 0 && d < inodes && b < crate::dir::BUCKETS,
+        None => key > 0 && key < inodes,
+    }
+}
+
+/// The lease keys that cover `key`, from `key` up to the root: an object, the bucket of
+/// its directory holding its name, that directory, and so on (bounded against loops).
+pub fn ancestry<S: PageSource + ?Sized>(src: &mut S, key: u64) -> Vec<u64> {
+    let mut out = vec![key];
+    let mut x = match bucket_of_key(key) {
+        Some((d, _)) => {
+            out.push(d);
+            d
+        }
+        None => key,
+    };
+    while x != ROOT_INO && out.len() < 8192 {
         match src.inode(x) {
             Ok(i) if i.parent != 0 && i.parent != x => {
+                out.push(bucket_key(i.parent, i.bucket as u64));
                 x = i.parent;
                 out.push(x);
             }

@@ -91,6 +91,7 @@ pub fn mkfs<M: Memory + ?Sized>(mem: &mut M, p: &Params, owner: RootOwner) -> Re
                 root: root_dir_page,
                 parent: ROOT_INO,
                 generation: 1,
+                bucket: 0,
             };
             let (_, off) = sb.inode_pos(ROOT_INO);
             root.encode(&mut b[off..off + crate::inode::INODE_SIZE]);

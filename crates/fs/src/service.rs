@@ -389,8 +389,10 @@ impl State {
                 r.map(|_| (Reply::Ok, None))
             }
             Request::Acquire { ino, exclusive } => {
-                if ino == 0 || ino >= self.sb.inode_count {
-                    Err(format!("inode {ino} outside the table"))
+                if !crate::lease::valid_key(ino, self.sb.inode_count) {
+                    Err(format!(
+                        "lease key {ino:#x} names no inode or directory bucket"
+                    ))
                 } else {
                     self.waiters.push(Waiter {
                         client: id,

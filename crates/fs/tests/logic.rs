@@ -727,3 +727,57 @@ fn a_commit_interrupted_anywhere_recovers_to_before_or_after() {
     let r = assert_clean(&mut done);
     assert_eq!((r.summary.files, r.summary.data_pages_used), (40, 600));
 }
+
+#[test]
+fn a_bucket_lease_covers_the_names_in_that_bucket_only() {
+    let (mut m, sb) = fresh();
+    let key = pmlab_fs::lease::bucket_key(ROOT_INO, dir::bucket_of("x"));
+    let g = Grant {
+        leases: [key].into(),
+        ..root_grant()
+    };
+    let other = (0..100)
+        .map(|k| format!("y{k}"))
+        .find(|n| dir::bucket_of(n) != dir::bucket_of("x"))
+        .unwrap();
+    let e = apply_batch(
+        &mut m,
+        sb,
+        &g,
+        &[Op::Create {
+            parent: 1,
+            name: other,
+            ino: 3,
+            kind: Kind::Dir,
+            mode: 0o755,
+            domain: 0,
+        }],
+    )
+    .unwrap_err();
+    assert!(e.why.contains("no lease"), "{e}");
+    run(
+        &mut m,
+        &sb,
+        &g,
+        &[
+            Op::Create {
+                parent: 1,
+                name: "x".into(),
+                ino: 2,
+                kind: Kind::Dir,
+                mode: 0o755,
+                domain: 0,
+            },
+            Op::Create {
+                parent: 2,
+                name: "below".into(),
+                ino: 3,
+                kind: Kind::Dir,
+                mode: 0o755,
+                domain: 0,
+            },
+        ],
+    )
+    .unwrap();
+    assert_clean(&mut m);
+}

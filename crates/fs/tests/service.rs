@@ -421,3 +421,24 @@ fn the_service_replays_its_log_and_reclaims_orphans_when_it_starts() {
         (2, 0, 0)
     );
 }
+
+#[test]
+fn kvfs_clients_lock_the_table_bucket_by_bucket() {
+    let r = rig(2000);
+    {
+        let kv1 = Kvfs::open(&r.sock, "/kv", 0o644).unwrap();
+        let kv2 = Kvfs::open(&r.sock, "/kv", 0o644).unwrap();
+        let (a, b) = ("alpha", "beta");
+        assert_ne!(kv1.lock_of(a), kv1.lock_of(b));
+        kv1.put(a, b"one").unwrap();
+        kv2.put(b, b"two").unwrap();
+        // Different buckets: neither put took the other's lease away.
+        assert!(kv1.client().leases().contains(&(kv1.lock_of(a), true)));
+        assert!(kv2.client().leases().contains(&(kv2.lock_of(b), true)));
+        // Reading a's value revokes only a's bucket from kv1, which ships its put first.
+        assert_eq!(kv2.get(a).unwrap().unwrap(), b"one");
+        assert!(!kv1.client().leases().contains(&(kv1.lock_of(a), true)));
+        assert_eq!(kv1.get(b).unwrap().unwrap(), b"two");
+    }
+    r.stop_and_check();
+}
