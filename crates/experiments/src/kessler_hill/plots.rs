@@ -75,18 +75,15 @@ pub(crate) fn write_all(
     }
     .write_svg(&dir.join("fig11.svg"))?;
 
+    // Every address space of every large-pool sample is one point, as the paper plots
+    // every process of its trace.
     let samples = |policy| {
-        let first = passes
+        passes
             .iter()
-            .find(|p| p.spec.policy == policy && p.spec.pool == large_pool);
-        first
-            .map(|p| {
-                p.spaces
-                    .iter()
-                    .map(|s| (s.pages as f64, (s.conflicts - s.min_conflicts) as f64))
-                    .collect()
-            })
-            .unwrap_or_default()
+            .filter(|p| p.spec.policy == policy && p.spec.pool == large_pool)
+            .flat_map(|p| &p.spaces)
+            .map(|s| (s.pages as f64, (s.conflicts - s.min_conflicts) as f64))
+            .collect()
     };
     ScatterPlot {
         title: "Figure 12: mapping conflicts per address space, 1 MiB direct-mapped".into(),

@@ -52,6 +52,9 @@ pub struct PassResult {
     pub spaces: Vec<SpaceSample>,
     /// Pages mapped on first touch, and re-mapped after losing their frame.
     pub faults: (u64, u64),
+    /// Distinct physical 128-byte blocks touched: every level two of this pass takes at
+    /// least this many cold-start (compulsory) misses, whatever its size.
+    pub cold_blocks: u64,
 }
 
 impl PassResult {
@@ -102,6 +105,28 @@ fn target_geometry(policy: PolicyKind, page: PageSize) -> Result<CacheGeometry, 
     CacheGeometry::new(size, 1, page).map_err(|e| ExperimentError::Config(e.to_string()))
 }
 
+/// A bitmap of the 128-byte blocks of physical memory (1 Mi bits for 128 MiB).
+struct BlockSet(Vec<u64>);
+
+impl BlockSet {
+    fn new(memory: u64) -> Self {
+        BlockSet(vec![0; (memory >> 7).div_ceil(64) as usize])
+    }
+
+    fn add(&mut self, refs: &[Ref]) {
+        for r in refs {
+            let last = r.addr + u64::from(r.size.max(1)) - 1;
+            for b in (r.addr >> 7)..=(last >> 7) {
+                self.0[(b >> 6) as usize] |= 1 << (b & 63);
+            }
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.0.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+}
+
 /// Runs one pass over `workload`.
 pub fn run_pass(
     config: &Config,
@@ -139,6 +164,7 @@ pub fn run_pass(
     };
     let mut ends = workload.ends.iter().peekable();
     let mut physical: Vec<Ref> = Vec::with_capacity(4096 + 64);
+    let mut touched = BlockSet::new(config.memory);
     let mut at = 0usize;
     while at < workload.refs.len() {
         // Stop a chunk at the next process end so the process exits exactly there.
@@ -166,6 +192,7 @@ pub fn run_pass(
                 });
             }
         }
+        touched.add(&physical);
         caches.run(&physical);
         at = stop;
         while let Some(e) = ends.next_if(|e| e.at_ref as usize <= at) {
@@ -197,6 +224,7 @@ pub fn run_pass(
         l1_misses: (front[0].stats.misses.total(), front[1].stats.misses.total()),
         spaces,
         faults: (counters.first_touch_faults, counters.refaults),
+        cold_blocks: touched.count(),
     })
 }
 
