@@ -146,9 +146,18 @@ fn hex_word(v: u64) -> (u64, usize) {
 #[inline(always)]
 fn hex_run_swar(line: &[u8], i: usize) -> Option<(u64, usize)> {
     let window: &[u8; 16] = line.get(i..i + 16)?.try_into().ok()?;
+    // One-digit fields (sizes, din labels) are the most common: answer them directly.
+    let d0 = HEX_VALUE[window[0] as usize];
+    if d0 == INVALID {
+        return Some((0, 0));
+    }
+    if HEX_VALUE[window[1] as usize] == INVALID {
+        return Some((d0 as u64, 1));
+    }
     let first = u64::from_le_bytes(window[..8].try_into().expect("8 bytes"));
     let (hi, n) = hex_word(first);
-    if n < 8 {
+    // Eight-digit addresses are common too: skip the second word when the run ends.
+    if n < 8 || HEX_VALUE[window[8] as usize] == INVALID {
         return Some((hi, n));
     }
     let second = u64::from_le_bytes(window[8..].try_into().expect("8 bytes"));
