@@ -127,3 +127,25 @@ fn serve_runs_as_a_separate_process_and_stops_cleanly() {
         "{out}"
     );
 }
+
+#[test]
+fn stress_kills_clients_and_the_service_and_the_volume_recovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vol = tmp.path().join("vol");
+    let (ok, out) = pmlab(&[
+        "fs",
+        "stress",
+        vol.to_str().unwrap(),
+        "--kills",
+        "2",
+        "--clients",
+        "2",
+        "--seed",
+        "5",
+    ]);
+    assert!(
+        ok && out.contains("2 kills, volume clean after every recovery"),
+        "{out}"
+    );
+    assert!(out.contains("service") && out.contains("client"), "{out}");
+}

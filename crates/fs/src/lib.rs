@@ -42,6 +42,7 @@ pub mod pxfs;
 pub mod radix;
 pub mod redo;
 pub mod service;
+pub mod stress;
 pub mod txn;
 pub mod view;
 pub mod volume;

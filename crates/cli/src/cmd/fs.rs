@@ -46,6 +46,31 @@ enum Cmd {
         /// The volume directory.
         volume: PathBuf,
     },
+    /// Kill client processes and the service at random points (SIGKILL) while a seeded
+    /// workload runs; after each kill the volume must recover and pass fsck.
+    Stress {
+        /// The volume directory (created if missing).
+        volume: PathBuf,
+        /// Rounds, each ending in a kill (the service on even rounds, a client on odd).
+        #[arg(long, default_value_t = 6)]
+        kills: u32,
+        /// Client processes per round.
+        #[arg(long, default_value_t = 3)]
+        clients: u32,
+        /// Seed of the workload and of the kill points (xoshiro256++).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// One client process of `pmlab fs stress`.
+    #[command(hide = true)]
+    StressWorker {
+        /// The service's socket.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Seed of this client's workload.
+        #[arg(long)]
+        seed: u64,
+    },
     /// Run the trusted service for a volume on a Unix socket.
     Serve {
         /// The volume directory.
@@ -126,6 +151,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             println!("clean");
             Ok(())
+        }
+        Cmd::Stress {
+            volume,
+            kills,
+            clients,
+            seed,
+        } => {
+            let cfg = pmlab_fs::stress::Config {
+                volume: volume.clone(),
+                kills,
+                clients,
+                seed,
+                exe: std::env::current_exe().context("locating the pmlab executable")?,
+            };
+            println!("round  killed     ran(ms)  notes  dirs  files  meta-pages  data-pages");
+            let rounds = pmlab_fs::stress::run(&cfg, |r| {
+                println!(
+                    "{:>5}  {:<9}  {:>7}  {:>5}  {:>4}  {:>5}  {:>10}  {:>10}",
+                    r.round,
+                    r.killed,
+                    r.ran_ms,
+                    r.notes_before_recovery,
+                    r.summary.dirs,
+                    r.summary.files,
+                    r.summary.meta_pages_used,
+                    r.summary.data_pages_used
+                )
+            })
+            .with_context(|| format!("stress {}", volume.display()))?;
+            println!("{} kills, volume clean after every recovery", rounds.len());
+            Ok(())
+        }
+        Cmd::StressWorker { socket, seed } => {
+            pmlab_fs::stress::worker(&socket, seed).with_context(|| format!("worker {seed}"))
         }
         Cmd::Serve {
             volume,
