@@ -130,3 +130,40 @@ fn hierarchical_mapping_has_fewer_conflicts_than_random() {
     let (random, hier) = (total(PolicyKind::Random), total(PolicyKind::Hierarchical));
     assert!(hier < random, "hierarchical {hier} vs random {random}");
 }
+
+/// The whole reproduction on the short workload: every table renders, every file is
+/// written.
+#[test]
+fn the_report_renders_and_writes_every_file() {
+    let w = workload();
+    let dir = std::env::temp_dir().join(format!("pmlab-kh-report-{}", std::process::id()));
+    let mut c = config();
+    c.samples = 1;
+    c.out_dir = dir.clone();
+    let report = pmlab_experiments::kessler_hill::reproduce(&c, &w).unwrap();
+    let text = report.to_string();
+    for title in [
+        "Table 1.",
+        "Table 2.",
+        "Table 3.",
+        "Table 4.",
+        "Differences from the paper",
+    ] {
+        assert!(text.contains(title), "{title} missing from:\n{text}");
+    }
+    report.write(&c).unwrap();
+    for f in [
+        "table1.csv",
+        "table4.csv",
+        "differences.csv",
+        "passes.json",
+        "tables.json",
+        "fig3.svg",
+        "fig4.svg",
+        "fig11.svg",
+        "fig12.svg",
+    ] {
+        assert!(dir.join(f).metadata().unwrap().len() > 0, "{f}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -74,6 +74,7 @@ impl Report {
                 "our reduction",
                 "paper reduction",
                 "difference",
+                "ours, non-compulsory misses",
             ],
         );
         for (row, &(size, assoc)) in TABLE1.iter().zip(&L2_CONFIGS) {
