@@ -397,9 +397,15 @@ impl State {
     /// Tells the service the client closed `ino`.
     pub fn note_close(&mut self, ino: u64) -> Result<()> {
         self.opens.remove(&ino);
-        // Pending operations (an unlink, say) must reach the service before the close
-        // that may let it free the object.
-        self.ship()?;
+        // A pending unlink of the object must reach the service before the close that
+        // lets it free the object; nothing else needs shipping here.
+        if self
+            .journal
+            .iter()
+            .any(|op| matches!(op, Op::Unlink { ino: i, .. } if *i == ino))
+        {
+            self.ship()?;
+        }
         rpc(&self.shared, Request::Close { ino }, &[]).map(|_| ())
     }
 

@@ -23,6 +23,7 @@
 //! bits allow, so a client holds no writable mapping of anything it may not write.
 
 pub mod apply;
+pub mod bench;
 pub mod client;
 pub mod dir;
 pub mod domain;

@@ -61,6 +61,22 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// The paper's microbenchmarks (Table 2), PXFS beside the kernel file system at
+    /// `--peer` in the same run; medians over repetitions.
+    Bench {
+        /// A directory on the kernel file system to compare with (tmpfs, ext4...).
+        #[arg(long, default_value = "/dev/shm")]
+        peer: PathBuf,
+        /// Scratch directory for the Aerie volume (default: a new one under /dev/shm).
+        #[arg(long)]
+        scratch: Option<PathBuf>,
+        /// Files (and operations) per kind.
+        #[arg(long, default_value_t = 1024)]
+        files: usize,
+        /// Repetitions.
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
     /// One client process of `pmlab fs stress`.
     #[command(hide = true)]
     StressWorker {
@@ -181,6 +197,48 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             })
             .with_context(|| format!("stress {}", volume.display()))?;
             println!("{} kills, volume clean after every recovery", rounds.len());
+            Ok(())
+        }
+        Cmd::Bench {
+            peer,
+            scratch,
+            files,
+            reps,
+        } => {
+            let scratch = scratch.unwrap_or_else(|| {
+                PathBuf::from("/dev/shm").join(format!("pmlab-fs-bench-{}", std::process::id()))
+            });
+            std::fs::create_dir_all(&scratch)
+                .with_context(|| format!("mkdir {}", scratch.display()))?;
+            let cfg = pmlab_fs::bench::Config {
+                scratch: scratch.clone(),
+                peer: peer.clone(),
+                files,
+                reps,
+            };
+            let rows = pmlab_fs::bench::run(&cfg);
+            let _ = std::fs::remove_dir_all(&scratch);
+            let rows = rows.context("bench")?;
+            let kind = pmlab_fs::bench::fs_type(&peer);
+            println!(
+                "4 KiB operations, mean latency per operation (us), median of {reps} runs of {files}"
+            );
+            println!(
+                "{:<8} {:>10} {:>12} {:>8}",
+                "op",
+                "PXFS",
+                kind.as_str(),
+                "ratio"
+            );
+            for r in rows {
+                println!(
+                    "{:<8} {:>10.2} {:>12.2} {:>8.2}",
+                    r.op,
+                    r.pxfs_us,
+                    r.peer_us,
+                    r.pxfs_us / r.peer_us
+                );
+            }
             Ok(())
         }
         Cmd::StressWorker { socket, seed } => {
