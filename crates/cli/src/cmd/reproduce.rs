@@ -60,12 +60,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(t) = args.threads {
         config.threads = t.max(1);
     }
-    let programs = Workload::programs_in(&dir).with_context(|| format!("reading traces from {}", dir.display()))?;
-    eprintln!("building the multiprogrammed workload from {} traces in {} ...", programs.len(), dir.display());
+    let programs = Workload::programs_in(&dir)
+        .with_context(|| format!("reading traces from {}", dir.display()))?;
+    eprintln!(
+        "building the multiprogrammed workload from {} traces in {} ...",
+        programs.len(),
+        dir.display()
+    );
     let workload = Workload::build(programs, config.switch_interval)?;
     let report = kessler_hill::reproduce(&config, &workload)?;
     print!("{report}");
     report.write(&config)?;
-    println!("written: {}/{{table1..4.csv, tables.json, passes.json, fig3.svg, fig4.svg, fig11.svg, fig12.svg}}", config.out_dir.display());
+    println!(
+        "written: {}/{{table1..4.csv, tables.json, passes.json, fig3.svg, fig4.svg, fig11.svg, fig12.svg}}",
+        config.out_dir.display()
+    );
     Ok(())
 }
