@@ -3,7 +3,8 @@
 # Usage: data/traces/regenerate.sh [PMLAB]   (run from the repository root;
 #        PMLAB defaults to target/release/pmlab)
 # Longer traces for the full Kessler-Hill run: OUT=DIR COUNT=N data/traces/regenerate.sh
-#        records N references per program (default 5000000) into DIR (default this one).
+#        records N references per program (default 5000000) into DIR (default this one);
+#        LEVEL=N sets the zstd level (default 19; 3 records long traces much faster).
 set -eu
 PMLAB=$(realpath "${1:-target/release/pmlab}")
 OUT=$(realpath -m "${OUT:-$(pwd)/data/traces}")
@@ -21,7 +22,7 @@ rec() {
     name=$1 skip=$2 count=$3
     shift 3
     (cd "$WORK" && "$PMLAB" trace record --skip-refs "$skip" --max-refs "$count" \
-        -o "$OUT/$name.bin.zst" --level 19 -- "$@")
+        -o "$OUT/$name.bin.zst" --level "${LEVEL:-19}" -- "$@")
 }
 
 rec cc1  30000000 "$COUNT" "$CC1" -quiet -O2 prog.c -o prog.s
