@@ -72,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print!("{report}");
     report.write(&config)?;
     println!(
-        "written: {}/{{table1..4.csv, tables.json, passes.json, fig3.svg, fig4.svg, fig11.svg, fig12.svg}}",
+        "written: {}/{{table1..4.csv, differences.csv, tables.json, passes.json, fig3.svg, fig4.svg, fig11.svg, fig12.svg}}",
         config.out_dir.display()
     );
     Ok(())
