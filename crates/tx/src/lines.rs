@@ -53,3 +53,28 @@ impl LineSet {
         Ok(())
     }
 }
+
+/// Checks that a log of `structure` at `[base, base + len)` is line-aligned, can hold a
+/// header line and one record line, and lies inside `mem`.
+pub(crate) fn check_log_area<M: Memory>(
+    structure: &'static str,
+    mem: &M,
+    base: Addr,
+    len: u64,
+) -> Result<(), crate::TxError> {
+    let bad = |problem: String| crate::TxError::BadArea {
+        structure,
+        addr: base,
+        problem,
+    };
+    if base % LINE != 0 {
+        return Err(bad(format!("base is not {LINE}-byte aligned")));
+    }
+    if len < 2 * LINE {
+        return Err(bad(format!(
+            "{len} bytes cannot hold a header and a record"
+        )));
+    }
+    pmlab_spine::check_bounds(base, len, mem.size())?;
+    Ok(())
+}

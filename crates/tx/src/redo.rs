@@ -198,7 +198,7 @@ pub struct RedoLog {
 impl RedoLog {
     /// Formats `[base, base + len)` as an empty log (one persist: flush + fence).
     pub fn format<M: Memory>(mem: &mut M, base: Addr, len: u64) -> Result<RedoLog, TxError> {
-        Self::check_area(mem, base, len)?;
+        crate::lines::check_log_area("redo log", mem, base, len)?;
         let image = encode_redo(0, &[]);
         mem.write(base, &image)?;
         mem.persist(base, REDO_HEADER)?;
@@ -210,24 +210,6 @@ impl RedoLog {
         })
     }
 
-    fn check_area<M: Memory>(mem: &M, base: Addr, len: u64) -> Result<(), TxError> {
-        let bad = |problem: String| TxError::BadArea {
-            structure: "redo log",
-            addr: base,
-            problem,
-        };
-        if base % LINE != 0 {
-            return Err(bad(format!("base is not {LINE}-byte aligned")));
-        }
-        if len < 2 * LINE {
-            return Err(bad(format!(
-                "{len} bytes cannot hold a header and a record"
-            )));
-        }
-        pmlab_spine::check_bounds(base, len, mem.size())?;
-        Ok(())
-    }
-
     /// Opens a formatted log and recovers: a checksum-valid log is replayed (again —
     /// replay is idempotent) and made durable; anything else is ignored.
     pub fn open<M: Memory>(
@@ -235,7 +217,7 @@ impl RedoLog {
         base: Addr,
         len: u64,
     ) -> Result<(RedoLog, RedoRecovery), TxError> {
-        Self::check_area(mem, base, len)?;
+        crate::lines::check_log_area("redo log", mem, base, len)?;
         let mut header = vec![0u8; REDO_HEADER as usize];
         mem.read(base, &mut header)?;
         if get_u64(&header, 0) != Some(REDO_MAGIC) {

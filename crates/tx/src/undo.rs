@@ -140,7 +140,7 @@ pub struct UndoLog {
 impl UndoLog {
     /// Formats `[base, base + len)` as an empty log (one persist: flush + fence).
     pub fn format<M: Memory>(mem: &mut M, base: Addr, len: u64) -> Result<UndoLog, TxError> {
-        Self::check_area(mem, base, len)?;
+        crate::lines::check_log_area("undo log", mem, base, len)?;
         let mut h = [0u8; UNDO_HEADER as usize];
         put_u64(&mut h, 0, UNDO_MAGIC);
         mem.write(base, &h)?;
@@ -153,24 +153,6 @@ impl UndoLog {
             finished: 0,
             protocol: Protocol::CORRECT,
         })
-    }
-
-    fn check_area<M: Memory>(mem: &M, base: Addr, len: u64) -> Result<(), TxError> {
-        let bad = |problem: String| TxError::BadArea {
-            structure: "undo log",
-            addr: base,
-            problem,
-        };
-        if base % LINE != 0 {
-            return Err(bad(format!("base is not {LINE}-byte aligned")));
-        }
-        if len < 2 * LINE {
-            return Err(bad(format!(
-                "{len} bytes cannot hold a header and a record"
-            )));
-        }
-        pmlab_spine::check_bounds(base, len, mem.size())?;
-        Ok(())
     }
 
     /// The live records of the log: those of transaction `finished + 1`, in order.
@@ -202,7 +184,7 @@ impl UndoLog {
         base: Addr,
         len: u64,
     ) -> Result<(UndoLog, UndoRecovery), TxError> {
-        Self::check_area(mem, base, len)?;
+        crate::lines::check_log_area("undo log", mem, base, len)?;
         let magic = mem.read_u64(base)?;
         if magic != UNDO_MAGIC {
             return Err(TxError::BadHeader {
