@@ -146,23 +146,18 @@ pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
             put_str(&mut p, name);
             1
         }
-        Op::Link { parent, name, ino } => {
+        // Link, unlink and rmdir name the same fields; only the type code differs.
+        Op::Link { parent, name, ino }
+        | Op::Unlink { parent, name, ino }
+        | Op::Rmdir { parent, name, ino } => {
             p.extend_from_slice(&parent.to_le_bytes());
             p.extend_from_slice(&ino.to_le_bytes());
             put_str(&mut p, name);
-            2
-        }
-        Op::Unlink { parent, name, ino } => {
-            p.extend_from_slice(&parent.to_le_bytes());
-            p.extend_from_slice(&ino.to_le_bytes());
-            put_str(&mut p, name);
-            3
-        }
-        Op::Rmdir { parent, name, ino } => {
-            p.extend_from_slice(&parent.to_le_bytes());
-            p.extend_from_slice(&ino.to_le_bytes());
-            put_str(&mut p, name);
-            4
+            match op {
+                Op::Link { .. } => 2,
+                Op::Unlink { .. } => 3,
+                _ => 4,
+            }
         }
         Op::Rename {
             from_parent,

@@ -18,7 +18,7 @@
 
 use std::io::{Read, Write};
 
-use crate::hex::{push_hex, scan_hex, show, skip_blanks, skip_line};
+use crate::hex::{end_access_type, push_hex, scan_hex, show, skip_blanks, skip_line};
 use crate::textbuf::TextBuf;
 use crate::{DEFAULT_BATCH, Kind, Ref, RefSource, TraceError};
 
@@ -129,18 +129,7 @@ fn parse_extended(buf: &[u8], pos: &mut usize) -> Result<Ref, FieldError> {
             ));
         }
     };
-    *pos += 1;
-    if !matches!(buf[*pos], b' ' | b'\t') {
-        return Err((
-            "access type",
-            format!(
-                "unknown access type: {} follows '{}'",
-                show(buf[*pos]),
-                c as char
-            ),
-        ));
-    }
-    skip_blanks(buf, pos);
+    end_access_type(buf, pos, c)?;
     if buf[*pos] == b'\n' {
         return Err(("address", "short line (no address)".into()));
     }

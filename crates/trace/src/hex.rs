@@ -210,6 +210,29 @@ pub(crate) fn skip_blanks(line: &[u8], pos: &mut usize) {
         .unwrap_or(line.len() - *pos - 1);
 }
 
+/// Steps past the one-letter access type `c` at `*pos` and the blanks after it; a
+/// letter followed by anything but a blank is an unknown (longer) access type.
+#[inline(always)]
+pub(crate) fn end_access_type(
+    buf: &[u8],
+    pos: &mut usize,
+    c: u8,
+) -> Result<(), (&'static str, String)> {
+    *pos += 1;
+    if !matches!(buf[*pos], b' ' | b'\t') {
+        return Err((
+            "access type",
+            format!(
+                "unknown access type: {} follows '{}'",
+                show(buf[*pos]),
+                c as char
+            ),
+        ));
+    }
+    skip_blanks(buf, pos);
+    Ok(())
+}
+
 /// Advances to just past the next `\n`.
 #[inline(always)]
 pub(crate) fn skip_line(line: &[u8], pos: &mut usize) {

@@ -8,7 +8,7 @@
 
 use std::io::Read;
 
-use crate::hex::{scan_dec, scan_hex, show, skip_blanks, skip_line};
+use crate::hex::{end_access_type, scan_dec, scan_hex, show, skip_blanks, skip_line};
 use crate::textbuf::TextBuf;
 use crate::{DEFAULT_BATCH, Kind, Ref, RefSource, TraceError};
 
@@ -95,18 +95,7 @@ fn parse_line(buf: &[u8], pos: &mut usize) -> Result<Line, (&'static str, String
             ));
         }
     };
-    *pos += 1;
-    if !matches!(buf[*pos], b' ' | b'\t') {
-        return Err((
-            "access type",
-            format!(
-                "unknown access type: {} follows '{}'",
-                show(buf[*pos]),
-                c as char
-            ),
-        ));
-    }
-    skip_blanks(buf, pos);
+    end_access_type(buf, pos, c)?;
     let addr = scan_hex(buf, pos, b',').map_err(|e| ("address", e.message("hex")))?;
     if buf[*pos] != b',' {
         return Err((
