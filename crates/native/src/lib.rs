@@ -12,6 +12,9 @@
 //! `clwb`, else `clflushopt`, else `clflush`, each ordered by `sfence`; for files on an
 //! ordinary file system, `msync`. Flushed lines and fences are counted.
 //!
+//! [`scm_model`] makes this machine's DRAM write like the PCM of Aerie's evaluation
+//! (150 ns after each written-back line, 4 GB/s), process-wide and off by default.
+//!
 //! ```
 //! use pmlab_native::{ReadOnlyRegion, Region};
 //! use pmlab_spine::Memory;
@@ -38,6 +41,7 @@ mod header;
 mod mapping;
 mod persist;
 mod region;
+pub mod scm_model;
 mod size;
 
 pub use error::{RegionError, RegionSource};

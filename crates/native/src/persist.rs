@@ -137,7 +137,10 @@ impl CpuPersistFeatures {
 }
 
 /// Writes back every line overlapping `[ptr, ptr + len)` with the instruction of `mode`
-/// (which must be a CPU mode this CPU supports; other modes do nothing here).
+/// (which must be a CPU mode this CPU supports; other modes execute no instruction), then
+/// charges the lines to the SCM write model ([`crate::scm_model`]). Non-CPU modes are
+/// charged too: their lines reach the memory all the same, by `msync` or not at all
+/// beyond the cache, and the model stands for the memory, not for the instruction.
 ///
 /// # Safety
 /// `[ptr, ptr + len)` must lie inside one live mapping.
@@ -154,6 +157,7 @@ pub(crate) unsafe fn flush_lines(mode: PersistMode, ptr: *const u8, len: usize) 
         unsafe { flush_line(mode, p as *const u8) };
         p += LINE as usize;
     }
+    crate::scm_model::charge_lines(((end - start) as u64).div_ceil(LINE));
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -399,8 +399,14 @@ impl Memory for Region {
                     Some((lo, hi)) => (lo.min(start), hi.max(end)),
                     None => (start, end),
                 });
+                // SAFETY: bounds were checked; no instruction runs in this mode, only
+                // the SCM write model's charge.
+                unsafe { flush_lines(self.mode, self.backing.map.ptr().add(start), len as usize) };
             }
-            PersistMode::Portable => {}
+            PersistMode::Portable => {
+                // SAFETY: as above.
+                unsafe { flush_lines(self.mode, self.backing.map.ptr().add(start), len as usize) };
+            }
             mode => {
                 let mode = if kind == FlushKind::Clflush {
                     PersistMode::Clflush
