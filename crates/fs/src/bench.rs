@@ -1,23 +1,28 @@
-//! `pmlab fs bench`: the paper's microbenchmarks (Table 2: create, open, read, write,
-//! append, delete of 4 KiB files), PXFS and KVFS side by side with the kernel's file
-//! system on a directory the caller names (tmpfs or ext4), in the same run. Each figure
-//! is the median over repetitions of the mean latency per operation.
+//! Benchmarks of the file system beside the kernel's: one file interface over PXFS and
+//! a kernel directory ([`ops`]), the paper's microbenchmarks (Table 2, [`table2`]), and
+//! `pmlab fs bench`'s entry point ([`run`]): PXFS and a kernel directory the caller
+//! names (tmpfs or ext4) in the same run, each figure the median over repetitions of
+//! the mean latency per operation. `pmlab reproduce aerie` drives the same code with
+//! the paper's sizes and adds FileBench's personalities.
 
-use std::io::{Read, Write};
+pub mod ops;
+pub mod table2;
+
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+
+pub use ops::{FileOps, Handle, KernelDir, PxfsVolume, VolumeSize};
 
 use crate::error::{FsError, Result};
-use crate::pxfs::{OpenFlags, Pxfs};
 
-/// What to measure.
+/// What `pmlab fs bench` measures.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// A scratch directory for the Aerie volume.
     pub scratch: PathBuf,
     /// A directory on the kernel file system to compare with.
     pub peer: PathBuf,
-    /// Files per operation kind.
+    /// Small files opened, created and deleted, and appends; the large file of the
+    /// read and write tests is `files` x 4 KiB, all of it touched at random.
     pub files: usize,
     /// Repetitions (the median is reported).
     pub reps: usize,
@@ -26,7 +31,7 @@ pub struct Config {
 /// One line of the result: mean microseconds per operation.
 #[derive(Clone, Debug)]
 pub struct Row {
-    /// Operation.
+    /// Operation (one of [`table2::OPS`]).
     pub op: &'static str,
     /// PXFS.
     pub pxfs_us: f64,
@@ -34,169 +39,64 @@ pub struct Row {
     pub peer_us: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
+/// The median of `v` (the upper middle for an even count); NaN for none.
+pub fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-fn time(n: usize, f: impl FnOnce() -> Result<()>) -> Result<f64> {
-    let t = Instant::now();
-    f()?;
-    Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
-}
-
-fn io(e: std::io::Error) -> FsError {
-    FsError::io("peer file system", e)
-}
-
-/// Runs the microbenchmarks.
+/// Runs the microbenchmarks on PXFS and on `cfg.peer`, alternating repetitions.
 pub fn run(cfg: &Config) -> Result<Vec<Row>> {
-    let ops = ["create", "open", "read", "write", "append", "delete"];
-    let mut px: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
-    let mut pe: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
-    let page = vec![0x5au8; 4096];
-    let n = cfg.files;
-    for rep in 0..cfg.reps {
-        let vol = cfg.scratch.join(format!("vol{rep}"));
-        let sock = cfg.scratch.join(format!("sock{rep}"));
-        let params = crate::layout::Params {
-            meta_pages: 16384,
-            inodes: 31 * 1024,
-            domain_pages: 65536,
-            ..Default::default()
-        };
-        crate::volume::create(&vol, &params, crate::mkfs::RootOwner::current_user(0o755))?;
-        let svc = crate::service::spawn(&vol, &sock, crate::service::Config::default())?;
-        let fs = Pxfs::mount(&sock)?;
-        fs.mkdir("/b", 0o755)?;
-        let name = |k: usize| format!("/b/f{k}");
-        let peer_dir = cfg
-            .peer
-            .join(format!("pmlab-fs-bench-{}-{rep}", std::process::id()));
-        std::fs::create_dir_all(&peer_dir).map_err(io)?;
-        let pname = |k: usize| peer_dir.join(format!("f{k}"));
-        let mut buf = vec![0u8; 4096];
-
-        px[0].push(time(n, || {
-            for k in 0..n {
-                let fd = fs.create(&name(k), 0o644)?;
-                fs.write(fd, &page)?;
-                fs.close(fd)?;
-            }
-            fs.sync()
-        })?);
-        pe[0].push(time(n, || {
-            for k in 0..n {
-                std::fs::File::create(pname(k))
-                    .and_then(|mut f| f.write_all(&page))
-                    .map_err(io)?;
-            }
-            Ok(())
-        })?);
-        px[1].push(time(n, || {
-            for k in 0..n {
-                let fd = fs.open(&name(k), OpenFlags::default())?;
-                fs.close(fd)?;
-            }
-            Ok(())
-        })?);
-        pe[1].push(time(n, || {
-            for k in 0..n {
-                drop(std::fs::File::open(pname(k)).map_err(io)?);
-            }
-            Ok(())
-        })?);
-        let fd = fs.open(
-            &name(0),
-            OpenFlags {
-                write: true,
-                ..Default::default()
+    let bytes = (cfg.files.max(1) * table2::BLOCK) as u64;
+    let sizes = table2::Sizes {
+        file_bytes: bytes,
+        random_bytes: bytes,
+        files: cfg.files.max(1),
+        appends: cfg.files.max(1),
+        seed: 1,
+    };
+    let mut px = Vec::new();
+    let mut pe = Vec::new();
+    for _ in 0..cfg.reps.max(1) {
+        let mut vol = PxfsVolume::create(
+            &cfg.scratch,
+            VolumeSize {
+                data_bytes: 2 * bytes + (cfg.files as u64 + 1) * 8192,
+                inodes: cfg.files as u64 + 64,
+                kv_object_bytes: 4096,
             },
         )?;
-        let mut pf = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(pname(0))
-            .map_err(io)?;
-        px[2].push(time(n, || {
-            for _ in 0..n {
-                fs.pread(fd, 0, &mut buf)?;
-            }
-            Ok(())
-        })?);
-        pe[2].push(time(n, || {
-            use std::os::unix::fs::FileExt;
-            for _ in 0..n {
-                pf.read_exact_at(&mut buf, 0).map_err(io)?;
-            }
-            Ok(())
-        })?);
-        px[3].push(time(n, || {
-            for _ in 0..n {
-                fs.pwrite(fd, 0, &page)?;
-            }
-            Ok(())
-        })?);
-        pe[3].push(time(n, || {
-            use std::os::unix::fs::FileExt;
-            for _ in 0..n {
-                pf.write_all_at(&page, 0).map_err(io)?;
-            }
-            Ok(())
-        })?);
-        fs.close(fd)?;
-        let afd = fs.open(
-            &name(1),
-            OpenFlags {
-                write: true,
-                append: true,
-                ..Default::default()
-            },
-        )?;
-        px[4].push(time(n, || {
-            for _ in 0..n {
-                fs.write(afd, &page)?;
-            }
-            fs.sync()
-        })?);
-        fs.close(afd)?;
-        let mut af = std::fs::OpenOptions::new()
-            .append(true)
-            .open(pname(1))
-            .map_err(io)?;
-        pe[4].push(time(n, || {
-            for _ in 0..n {
-                af.write_all(&page).map_err(io)?;
-            }
-            Ok(())
-        })?);
-        let _ = pf.read(&mut buf);
-        px[5].push(time(n, || {
-            for k in 0..n {
-                fs.unlink(&name(k))?;
-            }
-            fs.sync()
-        })?);
-        pe[5].push(time(n, || {
-            for k in 0..n {
-                std::fs::remove_file(pname(k)).map_err(io)?;
-            }
-            Ok(())
-        })?);
-        drop(fs);
-        svc.stop()?;
-        let _ = std::fs::remove_dir_all(&peer_dir);
-        let _ = std::fs::remove_dir_all(&vol);
+        px.push(table2::run(&mut vol, &sizes)?);
+        vol.destroy()?;
+        let dir = tempdir_in(&cfg.peer)?;
+        let mut k = KernelDir::new(fs_type(&cfg.peer), &dir);
+        let r = table2::run(&mut k, &sizes);
+        let _ = std::fs::remove_dir_all(&dir);
+        pe.push(r?);
     }
-    Ok(ops
+    Ok(table2::OPS
         .iter()
         .enumerate()
         .map(|(i, op)| Row {
             op,
-            pxfs_us: median(px[i].clone()),
-            peer_us: median(pe[i].clone()),
+            pxfs_us: median(&px.iter().map(|r| r[i]).collect::<Vec<_>>()),
+            peer_us: median(&pe.iter().map(|r| r[i]).collect::<Vec<_>>()),
         })
         .collect())
+}
+
+/// A new empty directory under `parent` for one benchmark run.
+pub fn tempdir_in(parent: &Path) -> Result<PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = parent.join(format!(
+        "pmlab-bench-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).map_err(|e| FsError::io(d.display().to_string(), e))?;
+    Ok(d)
 }
 
 /// Where `path` lives: the file-system type name from /proc/mounts (best match).

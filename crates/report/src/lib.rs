@@ -6,7 +6,7 @@ mod plot;
 mod stats;
 mod table;
 
-pub use plot::{LinePlot, ScatterPlot, Series};
+pub use plot::{BarPlot, LinePlot, ScatterPlot, Series};
 pub use stats::{Summary, summarize};
 pub use table::Table;
 

@@ -1,5 +1,5 @@
-//! SVG plots: line plots (model curves, MPI versus cache size) and scatter plots
-//! (per-address-space samples).
+//! SVG plots: line plots (model curves, MPI versus cache size), scatter plots
+//! (per-address-space samples) and grouped bar charts (latency per file system).
 
 use crate::{ReportError, create_parent};
 use plotters::prelude::*;
@@ -51,6 +51,86 @@ pub struct ScatterPlot {
     pub points: Vec<Series>,
     /// Series drawn as lines.
     pub lines: Vec<Series>,
+}
+
+/// Grouped bars: for each category on the x axis, one bar per series.
+#[derive(Clone, Debug)]
+pub struct BarPlot {
+    /// Caption.
+    pub title: String,
+    /// Y axis label.
+    pub y_label: String,
+    /// Names under the groups.
+    pub categories: Vec<String>,
+    /// (legend label, one value per category; NaN draws no bar).
+    pub series: Vec<(String, Vec<f64>)>,
+}
+
+impl BarPlot {
+    /// Renders the plot as SVG at `path`.
+    pub fn write_svg(&self, path: &Path) -> Result<(), ReportError> {
+        create_parent(path)?;
+        let err = |e: &dyn std::fmt::Display| ReportError::new(path, e);
+        let root = SVGBackend::new(path, (800, 520)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(&e))?;
+        let top = self
+            .series
+            .iter()
+            .flat_map(|s| &s.1)
+            .copied()
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, f64::max);
+        let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+        let n = self.categories.len().max(1);
+        let cats = self.categories.clone();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..n as f64, 0.0..top)
+            .map_err(|e| err(&e))?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n * 2 + 1)
+            .x_label_formatter(&|x| {
+                let i = x.floor() as usize;
+                if (x - i as f64 - 0.5).abs() < 0.26 {
+                    cats.get(i).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(&self.y_label)
+            .draw()
+            .map_err(|e| err(&e))?;
+        let k = self.series.len().max(1) as f64;
+        let width = 0.8 / k;
+        for (j, (label, values)) in self.series.iter().enumerate() {
+            let c = PALETTE[j % PALETTE.len()];
+            let bars = values
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_finite())
+                .map(move |(i, &v)| {
+                    let x0 = i as f64 + 0.1 + j as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width * 0.95, v)], c.filled())
+                });
+            chart
+                .draw_series(bars)
+                .map_err(|e| err(&e))?
+                .label(label.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))
+    }
 }
 
 const PALETTE: [RGBColor; 6] = [
@@ -181,5 +261,28 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{svg}");
         assert!(svg.contains("model"));
         assert!(svg.contains("<polyline"));
+    }
+
+    #[test]
+    fn writes_grouped_bars() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b.svg");
+        BarPlot {
+            title: "t".into(),
+            y_label: "us".into(),
+            categories: vec!["open".into(), "create".into()],
+            series: vec![
+                ("PXFS".into(), vec![1.0, 2.0]),
+                ("tmpfs".into(), vec![0.5, f64::NAN]),
+            ],
+        }
+        .write_svg(&p)
+        .unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        assert!(svg.contains("PXFS") && svg.contains("create"), "{svg}");
+        // One bar per finite value plus one legend swatch per series, in its colour.
+        let fills = |c: &str| svg.matches(&format!("fill=\"{c}\"")).count();
+        assert_eq!(fills("#1F77B4"), 3, "{svg}");
+        assert_eq!(fills("#D62728"), 2, "{svg}");
     }
 }
