@@ -134,26 +134,15 @@ impl State {
     /// A checked view of the metadata as this client sees it (its own changes included).
     pub fn with_view<T>(
         &mut self,
-        mut f: impl FnMut(&mut MediaView<'_, Overlay<'_, ReadOnly>>) -> Result<T>,
+        f: impl FnOnce(&mut MediaView<'_, Overlay<'_, ReadOnly>>) -> Result<T>,
     ) -> Result<T> {
-        let sb = self.sb;
-        // A page the service is rewriting in place fails its checksum for a moment; the
-        // client reads it again rather than report damage that is not there.
-        let mut tries = 0;
-        loop {
-            let mut o = Overlay {
-                base: &mut self.meta,
-                pages: &self.overlay,
-            };
-            let mut v = MediaView::with_sb(&mut o, sb);
-            match f(&mut v) {
-                Err(FsError::Corrupt { .. }) if tries < 1000 => {
-                    tries += 1;
-                    std::thread::yield_now();
-                }
-                r => return r,
-            }
-        }
+        // Torn pages (the service rewriting one in place) are re-read by the overlay.
+        let mut o = Overlay {
+            base: &mut self.meta,
+            pages: &self.overlay,
+        };
+        let mut v = MediaView::with_sb(&mut o, self.sb);
+        f(&mut v)
     }
 
     /// The read-only mapping of the metadata space.

@@ -4,11 +4,31 @@
 //! libFS computes those changes with the very function the service validates with
 //! ([`crate::apply::apply_batch`]), so its view of its own operations is exactly what the
 //! service will make of them. The overlay is dropped whenever the journal is shipped.
+//!
+//! Reading the mapping races with the service: after a redo commit it copies the new
+//! page images in place, and a page shared by several leases (a bitmap, an inode-table
+//! page holding other clients' inodes) may be rewritten while this client copies it.
+//! Such a torn copy fails its checksum. Whole-page reads from the mapping are therefore
+//! re-read until the copy is sound, for a bounded time ([`TORN_READ_PATIENCE`]). Of the
+//! fixes open here this is the one in the spirit of Aerie: the client keeps reading
+//! shared metadata directly, without a call into the service and without a lock the
+//! service would have to take around every in-place write (a seqlock page would make
+//! every commit pay for a reader that is rarely there). A page still unsound after the
+//! bound is handed up unchanged, so real damage is still reported as corruption.
+
+use std::time::{Duration, Instant};
 
 use pmlab_spine::{Addr, SpineError};
 
-use crate::media::{MediaRead, PAGE};
+use crate::media::{BODY, MediaRead, PAGE};
 use crate::txn::Changes;
+
+/// How long a torn page is re-read before it is taken for damaged: long enough for the
+/// service to be descheduled in the middle of its in-place copy on a busy machine.
+pub const TORN_READ_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Re-reads before the first sleep: a rewrite in progress usually ends within them.
+const SPINS: u32 = 64;
 
 /// The base mapping plus the client's pending page images.
 pub struct Overlay<'a, R: MediaRead + ?Sized> {
@@ -16,6 +36,39 @@ pub struct Overlay<'a, R: MediaRead + ?Sized> {
     pub base: &'a mut R,
     /// Pending page images.
     pub pages: &'a Changes,
+}
+
+/// Whether a whole-page image carries a checksum that matches its body.
+fn sound(page: &[u8]) -> bool {
+    let stored = u32::from_le_bytes(page[BODY..BODY + 4].try_into().unwrap());
+    stored == crc32fast::hash(&page[..BODY])
+}
+
+/// Reads the page at `addr` from `base` into `buf`, again while it is torn.
+fn read_whole_page<R: MediaRead + ?Sized>(
+    base: &mut R,
+    addr: Addr,
+    buf: &mut [u8],
+) -> Result<(), SpineError> {
+    base.media_read(addr, buf)?;
+    if sound(buf) {
+        return Ok(());
+    }
+    let start = Instant::now();
+    let mut tries = 0u32;
+    while start.elapsed() < TORN_READ_PATIENCE {
+        if tries < SPINS {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        tries += 1;
+        base.media_read(addr, buf)?;
+        if sound(buf) {
+            return Ok(());
+        }
+    }
+    Ok(())
 }
 
 impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
@@ -32,6 +85,9 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
             let n = (PAGE as usize - off).min(buf.len() - done);
             match self.pages.get(&pno) {
                 Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
+                None if off == 0 && n == PAGE as usize => {
+                    read_whole_page(self.base, a, &mut buf[done..done + n])?
+                }
                 None => self.base.media_read(a, &mut buf[done..done + n])?,
             }
             done += n;

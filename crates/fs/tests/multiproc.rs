@@ -51,9 +51,6 @@ fn client_process() {
 }
 
 #[test]
-#[ignore = "known bug: about one run in five a client's create is refused with \
-            'corrupt bitmap page' (a bitmap page read while the service rewrites it); \
-            run with --ignored while fixing it"]
 fn concurrent_client_processes_see_one_file_system() {
     let tmp = tempfile::tempdir().unwrap();
     let vol = tmp.path().join("vol");
