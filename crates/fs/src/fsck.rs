@@ -463,7 +463,7 @@ pub fn fsck_volume(dir: &std::path::Path) -> Result<Report> {
                 continue;
             }
             let p = crate::volume::data_path(dir, d as u16);
-            let want = sb.domain_pages * PAGE;
+            let want = crate::volume::space_file_len(sb.domain_pages);
             match std::fs::metadata(&p) {
                 Ok(md) if md.len() == want => {}
                 Ok(md) => report.findings.push(Finding {

@@ -1,162 +1,175 @@
-//! Memory-mapped files: the service's writable view of a volume and a client's
+//! Memory-mapped volume spaces: the service's writable view of a volume and a client's
 //! read-only (or, for permitted data domains, writable) views.
 //!
-//! The native substrate crate will provide regions with selectable persist primitives;
-//! until the file system adopts it, this module maps with `mmap(MAP_SHARED)` and makes
-//! ranges durable with `clflush` + `sfence` (correct on DAX and on tmpfs alike; a
-//! volume on a block-backed file additionally needs [`Map::sync`]).
+//! A [`Map`] is a thin wrapper over a region of the native substrate (`pmlab-native`):
+//! each space file carries the region header page (magic, layout version, sizes,
+//! checksum), which is validated on every map, so a client handed a foreign or damaged
+//! descriptor gets an error naming the field instead of garbage. Offsets here are
+//! offsets into the region's data area, i.e. file-system page `p` is at `p * PAGE`.
+//!
+//! Persisting uses the region's mode, chosen at map time from the medium and CPUID:
+//! `clwb`, else `clflushopt`, else `clflush`, each ordered by `sfence`, on tmpfs and
+//! DAX; `msync` for a file on an ordinary disk file system, where a CPU flush would only
+//! reach the page cache. Every written-back line goes through the native persist path
+//! and so is charged to the SCM write model (`pmlab_native::scm_model`) when it is on.
 
 use std::os::fd::{AsFd, BorrowedFd};
-use std::ptr::NonNull;
 
-use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
-use pmlab_spine::{
-    Addr, FlushKind, Memory, PersistCounters, SpineError, check_bounds, lines_spanned,
-};
+use pmlab_native::{PersistMode, ReadOnlyRegion, Region, RegionError};
+use pmlab_spine::{Addr, FlushKind, Memory, PersistCounters, SpineError, check_bounds};
 
 use crate::error::{FsError, Result};
 use crate::media::MediaRead;
 
-/// A shared mapping of a whole file.
-pub struct Map {
-    ptr: NonNull<u8>,
-    len: usize,
-    writable: bool,
-    counters: PersistCounters,
+/// Bytes in front of a space's first file-system page: the native region header page.
+pub const SPACE_HEADER_BYTES: u64 = pmlab_native::DATA_OFFSET;
+
+enum Inner {
+    Writable(Region),
+    ReadOnly(ReadOnlyRegion),
 }
 
-// SAFETY: the mapping is plain shared memory; concurrent access is governed by the
-// file system's leases, and the struct owns the mapping exclusively.
-unsafe impl Send for Map {}
+/// A shared mapping of a whole space file (a native region).
+pub struct Map {
+    inner: Inner,
+}
+
+/// A native region error as a file-system error: a bad header or size means the file
+/// is not (or no longer) a space of a volume; the message names the offset and field.
+fn region_error(e: RegionError) -> FsError {
+    match e {
+        RegionError::Io {
+            source_name,
+            op,
+            error,
+        } => FsError::io(format!("space {source_name}: {op}"), error),
+        RegionError::BadSize { .. } | RegionError::Header { .. } => FsError::Foreign(e.to_string()),
+        RegionError::Unsupported { .. } => FsError::Denied(e.to_string()),
+    }
+}
 
 impl Map {
-    /// Maps `len` bytes of `fd`, writable or read-only. A read-only mapping of an fd
-    /// opened read-only can never be made writable by the holder: the kernel refuses.
+    /// Maps the space behind `fd`, writable or read-only, validating its region header;
+    /// `len` must be its data size (the header page excluded), which [`Map::len`] then
+    /// returns. A read-only mapping of an fd opened read-only can never be made writable
+    /// by the holder: the kernel refuses.
     pub fn new(fd: BorrowedFd<'_>, len: usize, writable: bool) -> Result<Map> {
-        let prot = if writable {
-            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE
-        } else {
-            ProtFlags::PROT_READ
-        };
-        let n = std::num::NonZeroUsize::new(len)
-            .ok_or_else(|| FsError::Foreign("cannot map an empty file".into()))?;
-        // SAFETY: a fresh shared mapping at a kernel-chosen address aliases nothing.
-        let p = unsafe { mmap(None, n, prot, MapFlags::MAP_SHARED, fd, 0) }
-            .map_err(|e| FsError::io("mmap", e.into()))?;
-        Ok(Map {
-            ptr: p.cast(),
-            len,
-            writable,
-            counters: PersistCounters::default(),
-        })
+        let map = Self::map_fd(fd, writable)?;
+        if map.len() != len {
+            return Err(FsError::Foreign(format!(
+                "the space holds {} data bytes, expected {len}",
+                map.len()
+            )));
+        }
+        Ok(map)
     }
 
-    /// Maps a whole file.
+    /// Maps a whole space file.
     pub fn of_file(f: &std::fs::File, writable: bool) -> Result<Map> {
-        let len = f.metadata().map_err(|e| FsError::io("stat", e))?.len() as usize;
-        Map::new(f.as_fd(), len, writable)
+        Self::map_fd(f.as_fd(), writable)
+    }
+
+    fn map_fd(fd: BorrowedFd<'_>, writable: bool) -> Result<Map> {
+        // The region keeps its own descriptor so that the caller's may be closed.
+        let own = fd
+            .try_clone_to_owned()
+            .map_err(|e| FsError::io("dup a space descriptor", e))?;
+        let inner = if writable {
+            Inner::Writable(Region::from_fd(own).map_err(region_error)?)
+        } else {
+            Inner::ReadOnly(ReadOnlyRegion::from_fd(own).map_err(region_error)?)
+        };
+        Ok(Map { inner })
+    }
+
+    /// Wraps a region already open for writing (a freshly formatted space).
+    pub fn from_region(region: Region) -> Map {
+        Map {
+            inner: Inner::Writable(region),
+        }
     }
 
     /// Whether the mapping is writable.
     pub fn writable(&self) -> bool {
-        self.writable
+        matches!(self.inner, Inner::Writable(_))
     }
 
-    /// Length in bytes.
+    /// Length of the data area in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.data().len()
     }
 
-    /// Whether the mapping is empty (never: empty files are refused).
+    /// Whether the mapping is empty (never: a region has at least one data page).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    /// The first byte. Writing through it on a read-only mapping faults (SIGSEGV): the
-    /// protection tests use exactly that.
+    /// How stores are made durable (`None` for a read-only mapping, which never persists).
+    pub fn persist_mode(&self) -> Option<PersistMode> {
+        match &self.inner {
+            Inner::Writable(r) => Some(r.persist_mode()),
+            Inner::ReadOnly(_) => None,
+        }
+    }
+
+    fn data(&self) -> &[u8] {
+        match &self.inner {
+            Inner::Writable(r) => r.data(),
+            Inner::ReadOnly(r) => r.data(),
+        }
+    }
+
+    /// The first byte of the data area. Writing through it on a read-only mapping faults
+    /// (SIGSEGV): the protection tests use exactly that.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
+        match &self.inner {
+            Inner::Writable(r) => r.data_ptr(),
+            Inner::ReadOnly(r) => r.data_ptr().cast_mut(),
+        }
     }
 
     /// Copies bytes out.
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> std::result::Result<(), SpineError> {
-        check_bounds(off, buf.len() as u64, self.len as u64)?;
-        // SAFETY: bounds checked; the mapping lives as long as self.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(off as usize),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
+        let data = self.data();
+        check_bounds(off, buf.len() as u64, data.len() as u64)?;
+        let a = off as usize;
+        buf.copy_from_slice(&data[a..a + buf.len()]);
         Ok(())
+    }
+
+    fn region_mut(&mut self) -> Result<&mut Region> {
+        match &mut self.inner {
+            Inner::Writable(r) => Ok(r),
+            Inner::ReadOnly(_) => Err(FsError::Denied("the mapping is read-only".into())),
+        }
     }
 
     /// Copies bytes in; refused (not faulted) on a read-only mapping.
     pub fn write_at(&mut self, off: u64, data: &[u8]) -> Result<()> {
-        if !self.writable {
-            return Err(FsError::Denied("the mapping is read-only".into()));
-        }
-        check_bounds(off, data.len() as u64, self.len as u64)?;
-        // SAFETY: bounds checked, the mapping is writable.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.ptr.as_ptr().add(off as usize),
-                data.len(),
-            )
-        };
+        self.region_mut()?.write(off, data)?;
         Ok(())
     }
 
-    /// Writes back `[off, off+len)` with clflush and orders it with sfence.
+    /// Writes back `[off, off+len)` (clipped to the mapping) and orders it with a fence.
+    /// Nothing to do on a read-only mapping, which holds no stores of its own.
     pub fn persist_range(&mut self, off: u64, len: u64) {
-        self.flush_lines(off, len);
-        fence();
+        if let Inner::Writable(r) = &mut self.inner {
+            let end = off.saturating_add(len).min(r.size());
+            if off < end {
+                r.flush(off, end - off, FlushKind::Clwb)
+                    .expect("the range was clipped to the region");
+            }
+            r.fence();
+        }
     }
 
-    fn flush_lines(&mut self, off: u64, len: u64) {
-        if len == 0 {
-            return;
-        }
-        let end = (off + len).min(self.len as u64);
-        let mut a = off & !63;
-        while a < end {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the line lies inside the mapping.
-            unsafe {
-                core::arch::x86_64::_mm_clflush(self.ptr.as_ptr().add(a as usize))
-            };
-            a += 64;
-        }
-        self.counters.flushes += lines_spanned(off, len);
-    }
-
-    /// msync(MS_SYNC) of the whole mapping: needed only when the file lives on a block
-    /// device rather than in memory.
+    /// Writes every dirty page back with `msync(MS_SYNC)`: needed only for stores that
+    /// no [`Map::persist_range`] covered, on a file on an ordinary disk file system.
     pub fn sync(&self) -> Result<()> {
-        // SAFETY: the range is exactly our mapping.
-        unsafe {
-            nix::sys::mman::msync(self.ptr.cast(), self.len, nix::sys::mman::MsFlags::MS_SYNC)
+        match &self.inner {
+            Inner::Writable(r) => r.sync_all().map_err(region_error),
+            Inner::ReadOnly(_) => Ok(()),
         }
-        .map_err(|e| FsError::io("msync", e.into()))
-    }
-}
-
-fn fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: sfence has no preconditions.
-    unsafe {
-        core::arch::x86_64::_mm_sfence()
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: we own the mapping.
-        let _ = unsafe { munmap(self.ptr.cast(), self.len) };
     }
 }
 
@@ -165,48 +178,54 @@ pub struct ReadOnly(pub Map);
 
 impl MediaRead for ReadOnly {
     fn media_size(&self) -> u64 {
-        self.0.len as u64
+        self.0.len() as u64
     }
     fn media_read(&mut self, addr: Addr, buf: &mut [u8]) -> std::result::Result<(), SpineError> {
         self.0.read_at(addr, buf)
     }
 }
 
-/// A writable view, implementing the spine's memory interface.
+/// A writable view, implementing the spine's memory interface (over a read-only map,
+/// every write is refused as out of reach).
 pub struct Writable(pub Map);
+
+impl Writable {
+    /// The region to store into; a read-only map has no writable space at all (size 0).
+    fn region(&mut self, addr: Addr, len: u64) -> std::result::Result<&mut Region, SpineError> {
+        match &mut self.0.inner {
+            Inner::Writable(r) => Ok(r),
+            Inner::ReadOnly(_) => Err(SpineError::OutOfBounds { addr, len, size: 0 }),
+        }
+    }
+}
 
 impl Memory for Writable {
     fn size(&self) -> u64 {
-        self.0.len as u64
+        self.0.len() as u64
     }
     fn read(&mut self, addr: Addr, buf: &mut [u8]) -> std::result::Result<(), SpineError> {
         self.0.read_at(addr, buf)
     }
     fn write(&mut self, addr: Addr, data: &[u8]) -> std::result::Result<(), SpineError> {
-        check_bounds(addr, data.len() as u64, self.0.len as u64)?;
-        self.0
-            .write_at(addr, data)
-            .map_err(|_| SpineError::OutOfBounds {
-                addr,
-                len: data.len() as u64,
-                size: 0,
-            })
+        self.region(addr, data.len() as u64)?.write(addr, data)
     }
     fn flush(
         &mut self,
         addr: Addr,
         len: u64,
-        _kind: FlushKind,
+        kind: FlushKind,
     ) -> std::result::Result<(), SpineError> {
-        check_bounds(addr, len, self.0.len as u64)?;
-        self.0.flush_lines(addr, len);
-        Ok(())
+        self.region(addr, len)?.flush(addr, len, kind)
     }
     fn fence(&mut self) {
-        fence();
-        self.0.counters.fences += 1;
+        if let Inner::Writable(r) = &mut self.0.inner {
+            r.fence();
+        }
     }
     fn persist_counters(&self) -> PersistCounters {
-        self.0.counters
+        match &self.0.inner {
+            Inner::Writable(r) => r.persist_counters(),
+            Inner::ReadOnly(_) => PersistCounters::default(),
+        }
     }
 }

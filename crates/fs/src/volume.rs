@@ -2,13 +2,20 @@
 //! data space per permission domain (`data.<n>`). Separate files are what lets the kernel
 //! protect them separately: a client gets each as its own descriptor, opened read-only
 //! or read-write as its rights allow.
+//!
+//! Each space file is a region of the native substrate: a header page (magic, layout
+//! version, sizes, CRC-32; see `pmlab_native::Header`) followed by the space's pages, so
+//! that a space is recognised and checked wherever it is mapped. [`space_file_len`]
+//! gives the resulting file size.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
+use pmlab_native::{Region, RegionSource};
+
 use crate::error::{FsError, Result};
 use crate::layout::{Params, Superblock};
-use crate::map::{Map, ReadOnly, Writable};
+use crate::map::{Map, ReadOnly, SPACE_HEADER_BYTES, Writable};
 use crate::media::PAGE;
 use crate::mkfs::{RootOwner, mkfs};
 
@@ -20,6 +27,16 @@ pub fn meta_path(dir: &Path) -> PathBuf {
 /// Path of domain `d`'s data space.
 pub fn data_path(dir: &Path, d: u16) -> PathBuf {
     dir.join(format!("data.{d}"))
+}
+
+/// Size of a space file holding `pages` file-system pages: the region header page plus
+/// the pages.
+pub fn space_file_len(pages: u64) -> u64 {
+    SPACE_HEADER_BYTES + pages * PAGE
+}
+
+fn region_error(path: &Path, e: pmlab_native::RegionError) -> FsError {
+    FsError::Foreign(format!("{}: {e}", path.display()))
 }
 
 fn open(path: &Path, write: bool) -> Result<File> {
@@ -48,15 +65,9 @@ pub fn create(dir: &Path, p: &Params, owner: RootOwner) -> Result<Superblock> {
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     let sb = Superblock::plan(p)?;
     let mp = meta_path(dir);
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&mp)
-        .map_err(|e| FsError::io(format!("create {}", mp.display()), e))?;
-    f.set_len(sb.meta_pages * PAGE)
-        .map_err(|e| FsError::io(format!("size {}", mp.display()), e))?;
-    let mut m = Writable(Map::of_file(&f, true)?);
+    let region = Region::create_file(&mp, space_file_len(sb.meta_pages))
+        .map_err(|e| region_error(&mp, e))?;
+    let mut m = Writable(Map::from_region(region));
     let sb = mkfs(&mut m, p, owner)?;
     m.0.sync()?;
     Ok(sb)
@@ -102,15 +113,19 @@ pub fn open_data(dir: &Path, sb: &Superblock, d: u16, create: bool) -> Result<Fi
         .truncate(false)
         .open(&p)
         .map_err(|e| FsError::io(format!("open {}", p.display()), e))?;
-    let want = sb.domain_pages * PAGE;
+    let want = space_file_len(sb.domain_pages);
     let len = f
         .metadata()
         .map_err(|e| FsError::io(format!("stat {}", p.display()), e))?
         .len();
     if len != want {
         if create && len == 0 {
-            f.set_len(want)
-                .map_err(|e| FsError::io(format!("size {}", p.display()), e))?;
+            // A fresh (or never formatted) space: give it its region header.
+            let fd = f
+                .try_clone()
+                .map_err(|e| FsError::io(format!("dup {}", p.display()), e))?;
+            Region::format(fd.into(), RegionSource::Path(p.clone()), want)
+                .map_err(|e| region_error(&p, e))?;
         } else {
             return Err(FsError::Corrupt {
                 what: "domain data space",

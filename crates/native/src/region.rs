@@ -316,6 +316,28 @@ impl Region {
         &mut bytes[off..]
     }
 
+    /// The first byte of the data area as a raw pointer, for callers that share the
+    /// region with other processes and must store without a `&mut` borrow (or show that
+    /// a store faults, as protection tests do). Valid while the region lives.
+    pub fn data_ptr(&self) -> *mut u8 {
+        // Derived from the mapping's own pointer, not from a shared slice, so that
+        // writing through it is allowed.
+        self.backing
+            .map
+            .ptr()
+            .wrapping_add(self.backing.header.data_offset as usize)
+    }
+
+    /// Writes every dirty page of the whole region back with `msync(MS_SYNC)`, whatever
+    /// the persist mode: for a page-cache file after stores that no flush covered. A no-op
+    /// in effect on tmpfs and DAX, where the mapping is the memory.
+    pub fn sync_all(&self) -> Result<(), RegionError> {
+        self.backing
+            .map
+            .msync(0, usize::MAX)
+            .map_err(|e| RegionError::io(&self.backing.source, "msync", e))
+    }
+
     /// A new descriptor for the same object, open read-write (for `SCM_RIGHTS`).
     pub fn try_clone_fd(&self) -> Result<OwnedFd, RegionError> {
         self.backing
@@ -488,6 +510,15 @@ impl ReadOnlyRegion {
         let a = addr as usize;
         buf.copy_from_slice(&self.data()[a..a + buf.len()]);
         Ok(())
+    }
+
+    /// The first byte of the data area as a raw pointer; the mapping is `PROT_READ`, so
+    /// a store through it faults (SIGSEGV). Valid while the region lives.
+    pub fn data_ptr(&self) -> *const u8 {
+        self.backing
+            .map
+            .ptr()
+            .wrapping_add(self.backing.header.data_offset as usize)
     }
 
     /// Reads a little-endian `u64` of the data area.
