@@ -25,6 +25,7 @@
 pub mod apply;
 pub mod bench;
 pub mod client;
+pub mod crashtest;
 pub mod dir;
 pub mod domain;
 pub mod error;

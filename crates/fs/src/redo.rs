@@ -6,6 +6,10 @@
 //! checksum holds and ignores one whose does not (the commit never completed). This is
 //! whole-page physical redo logging, as ext3's journal does for blocks: it is simple to
 //! validate and replay, and metadata pages are small.
+//!
+//! [`Protocol`] carries deliberate bugs ([`Fault`]) for crash tests only: the crash
+//! explorer on the machine model (`crate::crashtest`) must catch each one that breaks
+//! atomicity, which is how we know it would catch a real one.
 
 use crate::error::{FsError, Result};
 use crate::layout::Superblock;
@@ -21,12 +25,105 @@ pub fn capacity(sb: &Superblock) -> u64 {
     (sb.log_pages - 1).min(((PAGE as usize - HDR) / 8) as u64)
 }
 
-fn checksum(header: &[u8], images: &mut dyn Iterator<Item = &[u8]>) -> u32 {
+/// A deliberate bug in the commit protocol. Never used outside crash tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// No fence between the log images and the commit mark (the header) declaring
+    /// them. Alone this is survivable: the header's checksum covers the images, so a
+    /// header that became durable before its images reads as torn.
+    SkipImageFence,
+    /// The header's checksum covers the header alone, so recovery trusts whatever the
+    /// image pages hold. Alone this is survivable too: the fence orders the images first.
+    HeaderOnlyChecksum,
+    /// The pages are written in place while the header is only flushed, not fenced: an
+    /// in-place page can become durable before the transaction is.
+    SkipCommitFence,
+    /// The header is cleared while the pages written in place are only flushed, not
+    /// fenced: a crash can find the log empty and the pages half written.
+    SkipApplyFence,
+}
+
+impl Fault {
+    /// Every fault, for tests and command lines.
+    pub const ALL: [Fault; 4] = [
+        Fault::SkipImageFence,
+        Fault::HeaderOnlyChecksum,
+        Fault::SkipCommitFence,
+        Fault::SkipApplyFence,
+    ];
+
+    /// The fault's name on command lines (`skip-image-fence`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::SkipImageFence => "skip-image-fence",
+            Fault::HeaderOnlyChecksum => "header-only-checksum",
+            Fault::SkipCommitFence => "skip-commit-fence",
+            Fault::SkipApplyFence => "skip-apply-fence",
+        }
+    }
+
+    /// The fault named `name` (see [`Fault::name`]).
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// How the redo log runs its protocol: correct, or with deliberate bugs for crash tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Protocol {
+    /// One bit per [`Fault`], by its position in [`Fault::ALL`].
+    faults: u8,
+}
+
+impl Protocol {
+    /// The correct protocol, the only one the service uses.
+    pub const CORRECT: Protocol = Protocol { faults: 0 };
+
+    /// The protocol with one deliberate bug.
+    pub fn broken(fault: Fault) -> Protocol {
+        Protocol::CORRECT.with(fault)
+    }
+
+    /// This protocol with one more deliberate bug.
+    pub fn with(self, fault: Fault) -> Protocol {
+        Protocol {
+            faults: self.faults | Self::bit(fault),
+        }
+    }
+
+    /// Whether `fault` is in this protocol.
+    pub fn has(self, fault: Fault) -> bool {
+        self.faults & Self::bit(fault) != 0
+    }
+
+    /// The faults in this protocol.
+    pub fn faults(self) -> impl Iterator<Item = Fault> {
+        Fault::ALL.into_iter().filter(move |f| self.has(*f))
+    }
+
+    fn bit(fault: Fault) -> u8 {
+        1 << Fault::ALL.iter().position(|f| *f == fault).unwrap_or(0)
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.faults == 0 {
+            return write!(f, "correct");
+        }
+        let names: Vec<&str> = self.faults().map(Fault::name).collect();
+        write!(f, "{}", names.join("+"))
+    }
+}
+
+fn checksum(header: &[u8], images: &mut dyn Iterator<Item = &[u8]>, protocol: Protocol) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&header[..24]);
     h.update(&header[HDR..]);
-    for i in images {
-        h.update(i);
+    if !protocol.has(Fault::HeaderOnlyChecksum) {
+        for i in images {
+            h.update(i);
+        }
     }
     h.finalize()
 }
@@ -38,11 +135,22 @@ pub fn commit<M: Memory + ?Sized>(
     seq: u64,
     changes: &Changes,
 ) -> Result<()> {
+    commit_with(mem, sb, seq, changes, Protocol::CORRECT)
+}
+
+/// [`commit`] under `protocol` (crash tests pass a broken one).
+pub fn commit_with<M: Memory + ?Sized>(
+    mem: &mut M,
+    sb: &Superblock,
+    seq: u64,
+    changes: &Changes,
+    protocol: Protocol,
+) -> Result<()> {
     if changes.is_empty() {
         return Ok(());
     }
-    write_log(mem, sb, seq, changes)?;
-    apply_and_clear(mem, sb, changes.iter().map(|(k, v)| (*k, &v[..])))
+    write_log_with(mem, sb, seq, changes, protocol)?;
+    apply_and_clear(mem, sb, changes.iter().map(|(k, v)| (*k, &v[..])), protocol)
 }
 
 /// The first half of [`commit`]: makes the transaction durable in the log (after this
@@ -52,6 +160,16 @@ pub fn write_log<M: Memory + ?Sized>(
     sb: &Superblock,
     seq: u64,
     changes: &Changes,
+) -> Result<()> {
+    write_log_with(mem, sb, seq, changes, Protocol::CORRECT)
+}
+
+fn write_log_with<M: Memory + ?Sized>(
+    mem: &mut M,
+    sb: &Superblock,
+    seq: u64,
+    changes: &Changes,
+    protocol: Protocol,
 ) -> Result<()> {
     let n = changes.len() as u64;
     if n > capacity(sb) {
@@ -76,12 +194,20 @@ pub fn write_log<M: Memory + ?Sized>(
     for (i, pno) in changes.keys().enumerate() {
         le::put_u64(&mut hdr, HDR + 8 * i, *pno);
     }
-    let crc = checksum(&hdr, &mut changes.values().map(|p| &p[..]));
+    let crc = checksum(&hdr, &mut changes.values().map(|p| &p[..]), protocol);
     le::put_u32(&mut hdr, 24, crc);
-    // The fence orders the images before the header that declares them.
-    mem.fence();
+    // The fence orders the images before the header that declares them. The checksum
+    // would also reject a header that overtook its images, but a torn header costs the
+    // whole transaction, and the fence is one per commit.
+    if !protocol.has(Fault::SkipImageFence) {
+        mem.fence();
+    }
     mem.write(sb.log_first * PAGE, &hdr)?;
-    mem.persist(sb.log_first * PAGE, PAGE)?;
+    mem.flush(sb.log_first * PAGE, PAGE, pmlab_spine::FlushKind::Clwb)?;
+    // Until this fence the transaction is not durable, so nothing may be written in place.
+    if !protocol.has(Fault::SkipCommitFence) {
+        mem.fence();
+    }
     Ok(())
 }
 
@@ -89,12 +215,16 @@ fn apply_and_clear<'a, M: Memory + ?Sized>(
     mem: &mut M,
     sb: &Superblock,
     pages: impl Iterator<Item = (u64, &'a [u8])>,
+    protocol: Protocol,
 ) -> Result<()> {
     for (pno, img) in pages {
         mem.write(pno * PAGE, img)?;
         mem.flush(pno * PAGE, PAGE, pmlab_spine::FlushKind::Clwb)?;
     }
-    mem.fence();
+    // The pages must be durable in place before the log stops vouching for them.
+    if !protocol.has(Fault::SkipApplyFence) {
+        mem.fence();
+    }
     mem.write(sb.log_first * PAGE, &[0u8; HDR])?;
     mem.persist(sb.log_first * PAGE, HDR as u64)?;
     Ok(())
@@ -119,6 +249,14 @@ pub fn inspect<R: crate::media::MediaRead + ?Sized>(
     mem: &mut R,
     sb: &Superblock,
 ) -> Result<(LogState, LoggedPages)> {
+    inspect_with(mem, sb, Protocol::CORRECT)
+}
+
+fn inspect_with<R: crate::media::MediaRead + ?Sized>(
+    mem: &mut R,
+    sb: &Superblock,
+    protocol: Protocol,
+) -> Result<(LogState, LoggedPages)> {
     let mut hdr = vec![0u8; PAGE as usize];
     mem.media_read(sb.log_first * PAGE, &mut hdr)?;
     if le::u32_at(&hdr, 0) != REDO_MAGIC || le::u32_at(&hdr, 4) != 1 {
@@ -135,7 +273,7 @@ pub fn inspect<R: crate::media::MediaRead + ?Sized>(
         mem.media_read((sb.log_first + 1 + i) * PAGE, &mut img)?;
         pages.push((pno, img));
     }
-    let crc = checksum(&hdr, &mut pages.iter().map(|(_, p)| &p[..]));
+    let crc = checksum(&hdr, &mut pages.iter().map(|(_, p)| &p[..]), protocol);
     let ok = crc == le::u32_at(&hdr, 24)
         && pages.iter().all(|(pno, _)| {
             *pno >= sb.domtab
@@ -150,10 +288,26 @@ pub fn inspect<R: crate::media::MediaRead + ?Sized>(
 
 /// Replays a committed transaction left by a crash and clears the log.
 pub fn recover<M: Memory + ?Sized>(mem: &mut M, sb: &Superblock) -> Result<LogState> {
-    let (state, pages) = inspect(mem, sb)?;
+    recover_with(mem, sb, Protocol::CORRECT)
+}
+
+/// [`recover`] under `protocol`: a log written with [`Fault::HeaderOnlyChecksum`] is
+/// read with the same checksum, as its (broken) recovery would.
+pub fn recover_with<M: Memory + ?Sized>(
+    mem: &mut M,
+    sb: &Superblock,
+    protocol: Protocol,
+) -> Result<LogState> {
+    let (state, pages) = inspect_with(mem, sb, protocol)?;
     match state {
         LogState::Committed(_) => {
-            apply_and_clear(mem, sb, pages.iter().map(|(p, i)| (*p, &i[..])))?;
+            // Recovery itself runs the correct protocol: only the commit path is broken.
+            apply_and_clear(
+                mem,
+                sb,
+                pages.iter().map(|(p, i)| (*p, &i[..])),
+                Protocol::CORRECT,
+            )?;
         }
         LogState::Torn => {
             mem.write(sb.log_first * PAGE, &[0u8; HDR])?;

@@ -1,0 +1,454 @@
+//! Crash testing the service's journal and apply path on the machine model.
+//!
+//! A volume is built (`mkfs`) in the memory of a [`Machine`]: a small write-back cache
+//! that evicts early and often, optionally chaos write-backs between operations. A
+//! seeded workload ([`workload::Workload`], xoshiro256++) draws batches of valid metadata
+//! operations; each batch goes the service's way — encoded as a journal, decoded,
+//! validated and applied ([`crate::apply::apply_batch`]), committed through the redo log
+//! ([`crate::redo::commit_with`]) — while the machine records every change of its
+//! durable state. A batch whose commit returned is acknowledged, as the service's reply
+//! to an fsync is.
+//!
+//! Each recording is then explored: at every boundary where the durable state changed
+//! (every eviction, every issued write-back, every fence), the durable image, plus
+//! random subsets of the write-backs still pending there, is crashed, recovered
+//! ([`crate::redo::recover_with`]), checked with [`crate::fsck::fsck`] (no error
+//! allowed) and held against the oracle: its namespace and attributes must equal the
+//! state before the batch or the state after it, never a mixture, and after the commit
+//! returned only the state after. Since each batch starts from a durable state holding
+//! every earlier acknowledged batch, this is "a prefix of the batches that includes every
+//! acknowledged one". Identical images (the same crash image recurs at many points) are
+//! judged once.
+//!
+//! A broken [`Protocol`] (a [`crate::redo::Fault`]) must make the exploration fail:
+//! that is the evidence that it would catch a real bug.
+
+pub mod snapshot;
+pub mod workload;
+
+use std::collections::HashMap;
+
+use pmlab_model::{
+    ChaosConfig, CrashImage, ExploreOptions, Granularity, Machine, MachineConfig, PendingChoice,
+    PointKind,
+};
+use pmlab_spine::{Memory, VecMemory};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use thiserror::Error;
+
+use crate::apply::{Authority, apply_batch, domain_for};
+use crate::domain::Domain;
+use crate::error::FsError;
+use crate::fsck::{Severity, fsck};
+use crate::journal::{decode_batch, encode_batch};
+use crate::layout::{Params, Superblock};
+use crate::mkfs::{RootOwner, mkfs};
+use crate::redo::{self, Protocol};
+use snapshot::{ImageRead, Snapshot, first_difference};
+use workload::{DIR_MODE, FILE_MODES, OP_NAMES, Workload};
+
+/// How a crash test runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Config {
+    /// Seed of the workload, the cache's replacement, chaos write-backs and the
+    /// pending-subset draws (each its own xoshiro256++ stream derived from it).
+    pub seed: u64,
+    /// Batches to commit and explore.
+    pub batches: usize,
+    /// Most operations per batch (a write counts as two: map pages, set size).
+    pub max_ops: usize,
+    /// Lines of the machine's only cache (a power of two). A few lines evict early and
+    /// often; a cache that holds a whole commit leaves the order of write-backs to the
+    /// fences, the chaos write-backs and the pending subsets tried at each crash point.
+    /// (A tiny cache writes a page back line by line as it is written, which can hide a
+    /// missing fence: the commit header is durable by eviction long before it is fenced.)
+    pub cache_lines: u64,
+    /// Probability of a chaos write-back of a random dirty line before each operation
+    /// (`None`: write-backs happen only by eviction, flush and fence).
+    pub chaos: Option<f64>,
+    /// Which boundaries are crash points.
+    pub granularity: Granularity,
+    /// Random subsets of the pending write-backs tried at each crash point, besides none.
+    pub pending_samples: u32,
+    /// Check every `stride`-th crash point only (1: all of them).
+    pub stride: usize,
+    /// The commit protocol (correct, or with deliberate bugs).
+    pub protocol: Protocol,
+    /// Stop exploring after this many failures.
+    pub max_failures: usize,
+}
+
+impl Config {
+    /// The CI-sized run: a few dozen batches, every crash point, two pending subsets each.
+    pub fn small(seed: u64) -> Config {
+        Config {
+            seed,
+            batches: 16,
+            max_ops: 4,
+            cache_lines: 1024,
+            chaos: Some(0.05),
+            granularity: Granularity::EveryOp,
+            pending_samples: 2,
+            stride: 1,
+            protocol: Protocol::CORRECT,
+            max_failures: 8,
+        }
+    }
+
+    /// A longer run: more batches, bigger batches, more pending subsets per point.
+    pub fn large(seed: u64) -> Config {
+        Config {
+            batches: 200,
+            max_ops: 6,
+            pending_samples: 6,
+            ..Config::small(seed)
+        }
+    }
+}
+
+/// The geometry of the crash-test volume: small, so that each crash image is cheap to
+/// recover and check, yet with room for the workload's namespace.
+pub fn volume_params() -> Params {
+    Params {
+        meta_pages: 128,
+        inodes: 62,
+        log_pages: 40,
+        max_domains: 2,
+        domain_pages: 256,
+        kv_object_pages: 4,
+        volume_id: 0xc4a5_4e57,
+    }
+}
+
+/// A crash image the oracle rejected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The batch being committed (0 is the first).
+    pub batch: usize,
+    /// Boundary of the recording (see `pmlab_model::CrashImage::boundary`).
+    pub boundary: usize,
+    /// What ended at that boundary.
+    pub kind: PointKind,
+    /// The pending write-backs the image included.
+    pub applied: Vec<usize>,
+    /// What was wrong.
+    pub message: String,
+}
+
+/// What a crash test explored and found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Batches committed and acknowledged.
+    pub batches: usize,
+    /// Operations in them.
+    pub ops: usize,
+    /// Operations by kind, in the order of [`workload::OP_NAMES`].
+    pub ops_by_kind: [usize; 8],
+    /// Metadata pages the batches committed, summed.
+    pub pages_committed: usize,
+    /// Crash points explored.
+    pub points: usize,
+    /// Crash images handed to the oracle.
+    pub images: usize,
+    /// Distinct images among them (each recovered, fsck'd and compared once).
+    pub distinct_images: usize,
+    /// Distinct images that recovered to the state before their batch.
+    pub recovered_before: usize,
+    /// Distinct images that recovered to the state after their batch.
+    pub recovered_after: usize,
+    /// Rejected images (up to the configured limit).
+    pub failures: Vec<Failure>,
+}
+
+impl Report {
+    /// Whether every image passed.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{} batches ({} operations, {} metadata pages committed)",
+            self.batches, self.ops, self.pages_committed
+        )?;
+        let kinds: Vec<String> = OP_NAMES
+            .iter()
+            .zip(self.ops_by_kind)
+            .map(|(n, c)| format!("{n} {c}"))
+            .collect();
+        writeln!(f, "operations: {}", kinds.join(", "))?;
+        writeln!(
+            f,
+            "{} crash points, {} crash images, {} distinct ({} recovered to the state before their batch, {} after)",
+            self.points,
+            self.images,
+            self.distinct_images,
+            self.recovered_before,
+            self.recovered_after
+        )?;
+        if self.failures.is_empty() {
+            return write!(f, "no failures");
+        }
+        writeln!(f, "{} failures; first:", self.failures.len())?;
+        let x = &self.failures[0];
+        write!(
+            f,
+            "batch {}, boundary {} ({:?}), {} pending write-backs applied: {}",
+            x.batch,
+            x.boundary,
+            x.kind,
+            x.applied.len(),
+            x.message
+        )
+    }
+}
+
+/// Why a crash test could not run (as opposed to a crash image failing the oracle).
+#[derive(Debug, Error)]
+pub enum CrashTestError {
+    /// The machine configuration is unusable.
+    #[error("machine model: {0}")]
+    Machine(#[from] pmlab_model::ConfigError),
+    /// Building the volume or reading it failed.
+    #[error("file system: {0}")]
+    Fs(#[from] FsError),
+    /// The service refused a batch the workload drew as valid (a workload or service bug).
+    #[error("seed {seed}, batch {batch}: the service refused the batch: {why}")]
+    Refused {
+        /// The run's seed.
+        seed: u64,
+        /// The batch.
+        batch: usize,
+        /// The service's reason.
+        why: String,
+    },
+    /// After a commit the volume differs from the workload's model.
+    #[error(
+        "seed {seed}, batch {batch}: after the commit the volume differs from the model: {diff}"
+    )]
+    Diverged {
+        /// The run's seed.
+        seed: u64,
+        /// The batch.
+        batch: usize,
+        /// The first difference.
+        diff: String,
+    },
+}
+
+/// The client the crash test speaks for: root, holding every lease, with every free
+/// inode and data page reserved (the workload draws only free ones) and nothing open.
+struct Harness;
+
+impl Authority for Harness {
+    fn cred(&self) -> (u32, u32) {
+        (0, 0)
+    }
+    fn holds_lease(&self, _: u64) -> bool {
+        true
+    }
+    fn inode_reserved(&self, _: u64) -> bool {
+        true
+    }
+    fn page_reserved(&self, _: u16, _: u64) -> bool {
+        true
+    }
+    fn is_open(&self, _: u64) -> bool {
+        false
+    }
+}
+
+/// Derives independent seeds from the run's seed (SplitMix64's increment).
+fn sub_seed(seed: u64, stream: u64) -> u64 {
+    seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+fn machine_config(cfg: &Config) -> MachineConfig {
+    let size = volume_params().meta_pages * crate::media::PAGE;
+    let mut c = MachineConfig::tiny(size, cfg.cache_lines);
+    c.cache_seed = sub_seed(cfg.seed, 1);
+    c.chaos = cfg.chaos.map(|probability| ChaosConfig {
+        seed: sub_seed(cfg.seed, 2),
+        probability,
+    });
+    c
+}
+
+/// One batch the service's way: journal bytes decoded, validated and applied, committed.
+fn serve(
+    m: &mut Machine,
+    sb: Superblock,
+    seq: u64,
+    journal: &[u8],
+    protocol: Protocol,
+) -> Result<usize, String> {
+    let ops = decode_batch(journal).map_err(|e| format!("malformed journal: {e}"))?;
+    let out = apply_batch(m, sb, &Harness, &ops).map_err(|r| format!("batch rejected: {r}"))?;
+    redo::commit_with(m, &sb, seq, &out.changes, protocol).map_err(|e| e.to_string())?;
+    Ok(out.changes.len())
+}
+
+/// Builds the volume on a fresh machine: mkfs, then one permission domain per file
+/// mode (the service adds domains in transactions of their own, as here).
+fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], u64), CrashTestError> {
+    let mut m = Machine::new(machine_config(cfg))?;
+    let owner = RootOwner {
+        uid: 0,
+        gid: 0,
+        mode: DIR_MODE,
+    };
+    let sb = mkfs(&mut m, &volume_params(), owner)?;
+    let mut domains = [0u16; 2];
+    let mut seq = 0;
+    for (slot, mode) in domains.iter_mut().zip(FILE_MODES) {
+        let d = Domain {
+            uid: 0,
+            gid: 0,
+            mode,
+        };
+        let (id, _, changes) = domain_for(&mut m, sb, d)?;
+        seq += 1;
+        redo::commit(&mut m, &sb, seq, &changes)?;
+        *slot = id;
+    }
+    m.persist_all();
+    Ok((m, sb, domains, seq))
+}
+
+/// Which committed state a crash image recovered to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recovered {
+    Before,
+    After,
+}
+
+/// Recovers a crash image as the service does when it starts, checks it with fsck and
+/// says which of `before` and `after` it equals.
+fn judge(
+    bytes: &[u8],
+    protocol: Protocol,
+    before: &Snapshot,
+    after: &Snapshot,
+) -> Result<Recovered, String> {
+    let mut mem = VecMemory::new(bytes.len());
+    mem.write(0, bytes).map_err(|e| e.to_string())?;
+    let sb = Superblock::read(&mut mem).map_err(|e| format!("superblock: {e}"))?;
+    redo::recover_with(&mut mem, &sb, protocol).map_err(|e| format!("recovery: {e}"))?;
+    let report = fsck(&mut mem).map_err(|e| format!("fsck refused the volume: {e}"))?;
+    if let Some(f) = report
+        .findings
+        .iter()
+        .find(|f| f.severity == Severity::Error)
+    {
+        let n = report.findings.len();
+        return Err(format!("fsck after recovery: {f} ({n} findings)"));
+    }
+    let got = snapshot::read(&mut ImageRead(mem.bytes())).map_err(|e| format!("namespace: {e}"))?;
+    if got == *after {
+        return Ok(Recovered::After);
+    }
+    if got == *before {
+        return Ok(Recovered::Before);
+    }
+    Err(format!(
+        "the batch is half visible: against the state before it {}; against the state after it {}",
+        first_difference(&got, before).unwrap_or_default(),
+        first_difference(&got, after).unwrap_or_default()
+    ))
+}
+
+/// A 64-bit fingerprint of an image (two CRC-32s with different starting values):
+/// identical crash images recur at many points and are judged once.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    let mut a = crc32fast::Hasher::new();
+    a.update(bytes);
+    let mut b = crc32fast::Hasher::new_with_initial(0x5eed_c0de);
+    b.update(bytes);
+    (u64::from(a.finalize()) << 32) | u64::from(b.finalize())
+}
+
+/// Runs a crash test: builds the volume, commits `cfg.batches` seeded batches and
+/// explores every crash point of each.
+pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
+    let (mut m, sb, domains, mut seq) = build(cfg)?;
+    let mut workload = Workload::new(sb.inode_count, sb.domain_pages, domains);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(sub_seed(cfg.seed, 3));
+    let opts = ExploreOptions {
+        granularity: cfg.granularity,
+        pending: PendingChoice::Random {
+            samples: cfg.pending_samples,
+            seed: sub_seed(cfg.seed, 4),
+        },
+        skip_unchanged: true,
+        max_failures: cfg.max_failures,
+        stride: cfg.stride,
+    };
+    let mut report = Report::default();
+    let mut before = workload.snapshot();
+    for batch in 0..cfg.batches {
+        let (ops, kinds) = workload.batch(&mut rng, cfg.max_ops);
+        let after = workload.snapshot();
+        let journal = encode_batch(&ops);
+        seq += 1;
+        let (served, rec) = m.record(|m| serve(m, sb, seq, &journal, cfg.protocol));
+        let pages = served.map_err(|why| CrashTestError::Refused {
+            seed: cfg.seed,
+            batch,
+            why,
+        })?;
+        let live = snapshot::read(&mut ImageRead(m.current_image()))?;
+        if let Some(diff) = first_difference(&live, &after) {
+            return Err(CrashTestError::Diverged {
+                seed: cfg.seed,
+                batch,
+                diff,
+            });
+        }
+        report.batches += 1;
+        report.ops += ops.len();
+        report.pages_committed += pages;
+        for k in kinds {
+            report.ops_by_kind[k] += 1;
+        }
+        let mut seen: HashMap<u64, Result<Recovered, String>> = HashMap::new();
+        let explored = rec.explore(&opts, |c: &CrashImage<'_>| {
+            let verdict = seen
+                .entry(fingerprint(c.bytes))
+                .or_insert_with(|| judge(c.bytes, cfg.protocol, &before, &after))
+                .clone()?;
+            // The commit returned at the end of the recording: the batch is acknowledged.
+            if c.kind == PointKind::End && verdict != Recovered::After {
+                return Err("the commit returned (the batch was acknowledged) but the crash image recovers to the state before it".into());
+            }
+            Ok(())
+        });
+        report.points += explored.points;
+        report.images += explored.images;
+        report.distinct_images += seen.len();
+        for v in seen.values() {
+            match v {
+                Ok(Recovered::Before) => report.recovered_before += 1,
+                Ok(Recovered::After) => report.recovered_after += 1,
+                Err(_) => {}
+            }
+        }
+        report
+            .failures
+            .extend(explored.failures.into_iter().map(|f| Failure {
+                batch,
+                boundary: f.boundary,
+                kind: f.kind,
+                applied: f.applied,
+                message: f.message,
+            }));
+        if report.failures.len() >= cfg.max_failures {
+            break;
+        }
+        before = after;
+    }
+    Ok(report)
+}
