@@ -6,8 +6,17 @@
 //! changes go into a journal (and into a local overlay so the client sees its own
 //! changes at once) that is shipped to the service in batches: when it grows, on fsync,
 //! before taking a new lease, and when the service revokes a lease.
+//!
+//! Open files are the client's own business until another client could care: as in
+//! Aerie (§5.1), the client keeps its open files (shadow objects) to itself and tells
+//! the service about them only when it gives back a lease (a revocation: another client
+//! may be about to unlink or rename them) or ships a batch that unlinks one of them.
+//! Every open file is covered by a lease the client held when it opened it, and the
+//! client gives back leases only through a release that registers its open files first,
+//! so the service never frees a file some client still holds open. Opening and closing
+//! a file therefore cost no call into the service in the common case.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -16,6 +25,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::apply::{Authority, apply_batch};
+use crate::cache::{CachedRadix, MetaCache};
 use crate::dir;
 use crate::error::{FsError, Result};
 use crate::inode::{Inode, Kind};
@@ -31,9 +41,13 @@ use crate::view::{MediaView, PageSource};
 
 /// Ship the journal once it holds this many operations.
 pub const SHIP_OPS: usize = 256;
-/// Inodes and pages asked for per reservation.
-const RESERVE_INODES: u32 = 32;
-const RESERVE_PAGES: u32 = 64;
+/// Inodes and pages asked for by the first reservation. Each further reservation asks
+/// for twice as many, up to [`RESERVE_MAX`]: a client that creates many files pays for
+/// few round trips, one that creates a few does not hoard (the service zeroes every
+/// page it hands out, and reserved resources are lost to others until disconnect).
+const RESERVE_FIRST: u32 = 32;
+/// The largest reservation asked for at once.
+const RESERVE_MAX: u32 = 1024;
 
 type Pending = HashMap<u64, (Sender<(Reply, Option<OwnedFd>)>, Option<(u64, bool)>)>;
 
@@ -59,7 +73,11 @@ pub struct State {
     domains: HashMap<u16, Map>,
     my_domains: HashMap<u32, u16>,
     names: HashMap<(u64, String), u64>,
-    opens: HashSet<u64>,
+    /// Open files: inode -> (local opens, whether the service knows of them).
+    opens: HashMap<u64, (u32, bool)>,
+    cache: MetaCache,
+    inode_batch: u32,
+    page_batch: u32,
     /// A batch the service rejected during a revocation, reported by the next call.
     deferred: Option<String>,
     shared: Arc<Shared>,
@@ -106,10 +124,10 @@ fn rpc(shared: &Shared, req: Request, bin: &[u8]) -> Result<(Reply, Option<Owned
 
 struct LocalAuth<'a> {
     cred: (u32, u32),
-    leases: &'a HashMap<u64, bool>,
+    leases: &'a HashMap<u64, (bool, u64)>,
     inodes: &'a [u64],
     pages: &'a HashMap<u16, Vec<u64>>,
-    opens: &'a HashSet<u64>,
+    opens: &'a HashMap<u64, (u32, bool)>,
 }
 
 impl Authority for LocalAuth<'_> {
@@ -117,7 +135,7 @@ impl Authority for LocalAuth<'_> {
         self.cred
     }
     fn holds_lease(&self, ino: u64) -> bool {
-        self.leases.get(&ino).copied().unwrap_or(false)
+        self.leases.get(&ino).is_some_and(|h| h.0)
     }
     fn inode_reserved(&self, ino: u64) -> bool {
         self.inodes.contains(&ino)
@@ -126,7 +144,7 @@ impl Authority for LocalAuth<'_> {
         self.pages.get(&d).is_some_and(|v| v.contains(&p))
     }
     fn is_open(&self, ino: u64) -> bool {
-        self.opens.contains(&ino)
+        self.opens.contains_key(&ino)
     }
 }
 
@@ -157,7 +175,18 @@ impl State {
 
     /// Inode `ino` as this client sees it.
     pub fn inode(&mut self, ino: u64) -> Result<Inode> {
-        self.with_view(|v| v.inode(ino))
+        if let Some(i) = self.cache.inode(ino) {
+            return Ok(i);
+        }
+        let i = self.with_view(|v| v.inode(ino))?;
+        self.cache.put_inode(ino, i);
+        Ok(i)
+    }
+
+    /// Forgets cached metadata: what was read may no longer be protected by a lease.
+    pub fn forget_cached(&mut self) {
+        self.cache.clear();
+        self.names.clear();
     }
 
     /// Looks `name` up in directory `dino` (through the name cache).
@@ -180,7 +209,11 @@ impl State {
 
     /// Whether the client holds a lease covering `ino` (on it or above it).
     pub fn covered(&mut self, ino: u64, exclusive: bool) -> bool {
-        let up = self.with_view(|v| Ok(ancestry(v, ino))).unwrap_or_default();
+        if self.cache.ancestry(ino).is_none() {
+            let up = self.with_view(|v| Ok(ancestry(v, ino))).unwrap_or_default();
+            self.cache.put_ancestry(ino, up);
+        }
+        let up = self.cache.ancestry(ino).unwrap_or_default();
         let l = self.shared.leases.lock().unwrap();
         up.iter()
             .any(|x| l.get(x).is_some_and(|&(e, _)| e || !exclusive))
@@ -192,13 +225,9 @@ impl State {
             return Err(FsError::Refused(e));
         }
         let shared = self.shared.clone();
-        let leases: HashMap<u64, bool> = shared
-            .leases
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (*k, v.0))
-            .collect();
+        // Held across the check so a revocation cannot slip between check and record
+        // (the revoker needs the state lock, which the caller holds, to act anyway).
+        let leases = shared.leases.lock().unwrap();
         let sb = self.sb;
         let out = {
             let auth = LocalAuth {
@@ -215,6 +244,8 @@ impl State {
             apply_batch(&mut o, sb, &auth, std::slice::from_ref(&op))
                 .map_err(|r| FsError::Refused(r.why))?
         };
+        drop(leases);
+        self.cache.forget_pages(&sb, out.changes.keys().copied());
         for (p, img) in out.changes {
             self.overlay.insert(p, img);
         }
@@ -227,6 +258,7 @@ impl State {
         match &op {
             Op::Unlink { parent, name, .. } | Op::Rmdir { parent, name, .. } => {
                 self.names.remove(&(*parent, name.clone()));
+                self.cache.forget_ancestries();
             }
             Op::Rename {
                 from_parent,
@@ -234,6 +266,7 @@ impl State {
                 ..
             } => {
                 self.names.remove(&(*from_parent, from_name.clone()));
+                self.cache.forget_ancestries();
             }
             _ => {}
         }
@@ -254,20 +287,57 @@ impl State {
         if self.journal.is_empty() {
             return Ok(());
         }
+        // The service decides whether an unlinked file is freed or kept as an orphan by
+        // whether it is open, so it must learn of the open files this batch unlinks.
+        let unlinked: Vec<u64> = self
+            .journal
+            .iter()
+            .filter_map(|op| match op {
+                Op::Unlink { ino, .. } => Some(*ino),
+                _ => None,
+            })
+            .collect();
+        let opened = self.register_opens(|ino| unlinked.contains(&ino));
         let batch = encode_batch(&self.journal);
         self.journal.clear();
         self.overlay.clear();
-        self.names.clear();
-        rpc(&self.shared, Request::Ship, &batch).map(|_| ())
+        self.forget_cached();
+        let first = match opened {
+            Some(inos) => Some(rpc_send(&self.shared, Request::Opened { inos }, &[])?),
+            None => None,
+        };
+        let shipped = rpc_send(&self.shared, Request::Ship, &batch)?;
+        if let Some(rx) = first {
+            rpc_wait(rx)?;
+        }
+        rpc_wait(shipped).map(|_| ())
+    }
+
+    /// Marks the open files `pick` selects among those the service does not know of as
+    /// known, and returns them (None: there are none) for an `Opened` request.
+    fn register_opens(&mut self, pick: impl Fn(u64) -> bool) -> Option<Vec<u64>> {
+        let mut inos = Vec::new();
+        for (&ino, (_, known)) in self.opens.iter_mut() {
+            if !*known && pick(ino) {
+                *known = true;
+                inos.push(ino);
+            }
+        }
+        (!inos.is_empty()).then(|| {
+            inos.sort_unstable();
+            inos
+        })
     }
 
     /// A free inode reserved to this client.
     pub fn take_inode(&mut self) -> Result<u64> {
         if self.inodes.is_empty() {
+            let want = self.inode_batch;
+            self.inode_batch = (want * 2).min(RESERVE_MAX);
             let (r, _) = rpc(
                 &self.shared,
                 Request::Reserve {
-                    inodes: RESERVE_INODES,
+                    inodes: want,
                     domain: 0,
                     pages: 0,
                     contiguous: false,
@@ -287,12 +357,14 @@ impl State {
     /// A free data page of domain `d`, zeroed, reserved to this client.
     pub fn take_page(&mut self, d: u16) -> Result<u64> {
         if self.pages.get(&d).is_none_or(|v| v.is_empty()) {
+            let want = self.page_batch;
+            self.page_batch = (want * 2).min(RESERVE_MAX);
             let (r, _) = rpc(
                 &self.shared,
                 Request::Reserve {
                     inodes: 0,
                     domain: d,
-                    pages: RESERVE_PAGES,
+                    pages: want,
                     contiguous: false,
                 },
                 &[],
@@ -364,30 +436,61 @@ impl State {
         Ok(self.domains.get_mut(&d).unwrap())
     }
 
-    /// The data page holding page `index` of `inode` (0: a hole).
-    pub fn page_of(&mut self, inode: &Inode, index: u64) -> Result<u64> {
+    /// The data page holding page `index` of file `ino`, whose inode is `inode` (0: a hole).
+    pub fn page_of(&mut self, ino: u64, inode: &Inode, index: u64) -> Result<u64> {
         match inode.kind {
             Kind::Kv => Ok(if inode.root != 0 && index < self.sb.kv_object_pages {
                 inode.root + index
             } else {
                 0
             }),
+            // Only lookups of the file as it is on the media are remembered: the inode
+            // passed in may be one the caller changed, and its tree one not yet written.
+            _ if self.cache.inode(ino) == Some(*inode) => {
+                if let Some(p) = self.cache.leaf(ino, index) {
+                    return Ok(p);
+                }
+                let mut cache = std::mem::take(&mut self.cache);
+                let r = self.with_view(|v| {
+                    let mut c = CachedRadix {
+                        inner: v,
+                        cache: &mut cache,
+                    };
+                    radix::lookup(&mut c, inode, index)
+                });
+                if let Ok(p) = r {
+                    cache.put_leaf(ino, index, p);
+                }
+                self.cache = cache;
+                r
+            }
             _ => self.with_view(|v| radix::lookup(v, inode, index)),
         }
     }
 
-    /// Tells the service the client holds `ino` open.
-    pub fn note_open(&mut self, ino: u64) -> Result<()> {
-        rpc(&self.shared, Request::Open { ino }, &[])?;
-        self.opens.insert(ino);
-        Ok(())
+    /// Notes that the client holds `ino` open. The service hears of it only if it
+    /// must (see the module documentation).
+    pub fn note_open(&mut self, ino: u64) {
+        self.opens.entry(ino).or_insert((0, false)).0 += 1;
     }
 
-    /// Tells the service the client closed `ino`.
+    /// Notes that the client closed `ino` once; tells the service when the last local
+    /// open of a file it knows of is gone, so it can free the file if it was unlinked.
     pub fn note_close(&mut self, ino: u64) -> Result<()> {
+        let Some(o) = self.opens.get_mut(&ino) else {
+            return Ok(());
+        };
+        o.0 -= 1;
+        if o.0 > 0 {
+            return Ok(());
+        }
+        let known = o.1;
         self.opens.remove(&ino);
+        if !known {
+            return Ok(());
+        }
         // A pending unlink of the object must reach the service before the close that
-        // lets it free the object; nothing else needs shipping here.
+        // lets it free the object.
         if self
             .journal
             .iter()
@@ -396,6 +499,19 @@ impl State {
             self.ship()?;
         }
         rpc(&self.shared, Request::Close { ino }, &[]).map(|_| ())
+    }
+
+    /// Open files the service knows of (registered when a lease was given back or an
+    /// unlink shipped), sorted.
+    pub fn registered_opens(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .opens
+            .iter()
+            .filter(|(_, o)| o.1)
+            .map(|(i, _)| *i)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// The client's credentials as the kernel reported them to the service.
@@ -441,7 +557,10 @@ impl Client {
             domains: HashMap::new(),
             my_domains: HashMap::new(),
             names: HashMap::new(),
-            opens: HashSet::new(),
+            opens: HashMap::new(),
+            cache: MetaCache::default(),
+            inode_batch: RESERVE_FIRST,
+            page_batch: RESERVE_FIRST,
             deferred: None,
             shared: shared.clone(),
         }));
@@ -487,13 +606,20 @@ impl Client {
                 };
                 s.journal.clear();
                 s.overlay.clear();
-                s.names.clear();
+                s.forget_cached();
+                // Another client may be about to unlink or rename files this client
+                // holds open: the service learns of them before the lease goes.
+                let opened = s
+                    .register_opens(|_| true)
+                    .map(|inos| rpc_send(&sh, Request::Opened { inos }, &[]));
                 let rx = rpc_send(&sh, Request::Release { ino, grant }, &batch);
                 drop(s);
-                if let Ok(rx) = rx
-                    && let Err(e) = rpc_wait(rx)
-                {
-                    st.lock().unwrap().deferred = Some(e.to_string());
+                for rx in [opened, Some(rx)].into_iter().flatten() {
+                    if let Ok(rx) = rx
+                        && let Err(e) = rpc_wait(rx)
+                    {
+                        st.lock().unwrap().deferred = Some(e.to_string());
+                    }
                 }
             }
         });
@@ -505,6 +631,11 @@ impl Client {
         })
     }
 
+    /// Requests sent to the service so far (each takes a round trip).
+    pub fn requests_sent(&self) -> u64 {
+        self.shared.next_id.load(Ordering::SeqCst) - 1
+    }
+
     /// The number the service gave this client.
     pub fn id(&self) -> u64 {
         self.client_id
@@ -512,7 +643,9 @@ impl Client {
 
     /// Locks the client state for one operation.
     pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap()
+        // A caller that panicked holding the state leaves it as consistent as any
+        // operation's early return would; the unmount that follows still needs it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes sure the client holds a lease covering `ino`, shipping its journal first
@@ -527,6 +660,8 @@ impl Client {
             s.ship()?;
             drop(s);
             rpc(&self.shared, Request::Acquire { ino, exclusive }, &[])?;
+            // What was read before the grant may predate another client's changes.
+            self.state().forget_cached();
         }
         Err(FsError::Refused(format!(
             "lease on inode {ino} revoked again and again"

@@ -24,6 +24,7 @@
 
 pub mod apply;
 pub mod bench;
+pub mod cache;
 pub mod client;
 pub mod crashtest;
 pub mod dir;

@@ -36,7 +36,9 @@ pub enum Request {
     },
     /// Apply the attached batch now (fsync, or a full journal).
     Ship,
-    /// Reserve free inodes and free data pages of a domain for local allocation.
+    /// Reserve free inodes and free data pages of a domain for local allocation. The
+    /// service grants as many as it can, at least one of each kind asked for (all of a
+    /// contiguous extent), or refuses.
     Reserve {
         /// Inodes wanted.
         inodes: u32,
@@ -62,6 +64,14 @@ pub enum Request {
     Open {
         /// The object.
         ino: u64,
+    },
+    /// Note that the client holds these objects open. Clients send it lazily: before
+    /// giving back a lease (another client may be about to unlink or rename them) and
+    /// before shipping a batch that unlinks one of them. Each object stays registered
+    /// until the client sends [`Request::Close`] for it or disconnects.
+    Opened {
+        /// The objects.
+        inos: Vec<u64>,
     },
     /// Note that the client closed `ino`.
     Close {

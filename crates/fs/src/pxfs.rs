@@ -1,9 +1,11 @@
 //! PXFS: the POSIX-style interface on libFS.
 //!
 //! Hierarchical names, open files with offsets, and POSIX sharing: an open file is a
-//! volatile *shadow object* (the inode number plus offset) registered with the service,
-//! so it stays readable and writable after another client unlinks or renames it; the
-//! service frees it when the last opener closes it or dies.
+//! volatile *shadow object* (the inode number plus offset). libFS registers it with the
+//! service lazily, when a lease covering it is given back (see [`crate::client`]), so it
+//! stays readable and writable after another client unlinks or renames it, while
+//! opening and closing it normally need no call into the service; the service frees an
+//! unlinked file when the last opener closes it or dies.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -93,6 +95,18 @@ impl Pxfs {
         if existing.is_some() {
             return Err(FsError::Exists(path.into()));
         }
+        self.new_object_in(parent, name, path, mode, kind)
+    }
+
+    /// Creates `name` in directory `parent` (`path` names it in errors).
+    fn new_object_in(
+        &self,
+        parent: u64,
+        name: &str,
+        path: &str,
+        mode: u32,
+        kind: Kind,
+    ) -> Result<u64> {
         dir::check_name(name)?;
         let mut s = self.client.leased(parent, true)?;
         if s.lookup(parent, name)?.is_some() {
@@ -140,13 +154,14 @@ impl Pxfs {
     }
 
     fn open_mode(&self, path: &str, flags: OpenFlags, mode: u32) -> Result<Fd> {
-        let ino = match self.client.resolve(path) {
-            Ok(ino) if flags.create && flags.exclusive => {
+        let (parent, name, found) = self.client.resolve_parent(path)?;
+        let ino = match found {
+            Some(ino) if flags.create && flags.exclusive => {
                 return Err(FsError::Exists(format!("{path} (inode {ino})")));
             }
-            Ok(ino) => ino,
-            Err(FsError::NotFound(_)) if flags.create => self.new_object(path, mode, Kind::File)?,
-            Err(e) => return Err(e),
+            Some(ino) => ino,
+            None if flags.create => self.new_object_in(parent, name, path, mode, Kind::File)?,
+            None => return Err(FsError::NotFound(path.into())),
         };
         let mut s = self.client.leased(ino, flags.write || flags.truncate)?;
         let i = s.inode(ino)?;
@@ -161,7 +176,7 @@ impl Pxfs {
         if flags.truncate && i.size != 0 {
             s.record(Op::SetSize { ino, size: 0 })?;
         }
-        s.note_open(ino)?;
+        s.note_open(ino);
         drop(s);
         let mut n = self.next_fd.lock().unwrap();
         let fd = *n;
@@ -213,7 +228,7 @@ impl Pxfs {
             let idx = pos / PAGE;
             let inpg = (pos % PAGE) as usize;
             let k = (PAGE as usize - inpg).min(n - done);
-            let p = s.page_of(&i, idx)?;
+            let p = s.page_of(ino, &i, idx)?;
             if p == 0 {
                 buf[done..done + k].fill(0);
             } else {
@@ -264,7 +279,7 @@ impl Pxfs {
             let idx = pos / PAGE;
             let inpg = (pos % PAGE) as usize;
             let k = (PAGE as usize - inpg).min(data.len() - done);
-            let mut p = s.page_of(&i, idx)?;
+            let mut p = s.page_of(ino, &i, idx)?;
             if p == 0 {
                 p = s.take_page(i.domain)?;
                 s.record(Op::MapPages {

@@ -69,7 +69,7 @@ fn child_role() {
             let st = fs.fstat(fd).unwrap();
             let mut s = fs.client().state();
             let i = s.inode(st.ino).unwrap();
-            let page = s.page_of(&i, 0).unwrap();
+            let page = s.page_of(st.ino, &i, 0).unwrap();
             let m = s.data(i.domain).unwrap();
             assert!(!m.writable());
             println!("MARK mapping-read-only");

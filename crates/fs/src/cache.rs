@@ -1,0 +1,124 @@
+//! libFS's cache of checked metadata: decoded inodes, lease ancestries, radix-tree
+//! nodes and the data pages they lead to.
+//!
+//! Reading metadata from the mapping costs a page copy and a checksum per page; a read
+//! or write of 4 KiB would pay that three or four times over. A lease is what makes
+//! caching sound: while the client holds a lease covering an object, no other client
+//! may change it, so what the client read under the lease stays true. The cache is
+//! therefore emptied whenever that guarantee lapses or changes hands — when a lease is
+//! acquired (what was read before it may be stale) or given back, and when the journal
+//! is shipped (the service's own allocations of metadata pages replace the client's
+//! provisional ones). The client's own recorded operations drop exactly the entries
+//! whose pages they changed.
+
+use std::collections::HashMap;
+
+use crate::error::Result;
+use crate::inode::Inode;
+use crate::layout::{INODES_PER_PAGE, Superblock};
+use crate::media::{PageBuf, Tag};
+use crate::view::PageSource;
+
+/// Checked metadata, valid while the client's leases stay as they were.
+#[derive(Default)]
+pub struct MetaCache {
+    inodes: HashMap<u64, Inode>,
+    ancestry: HashMap<u64, Vec<u64>>,
+    /// Per file: page index -> data page (0: a hole).
+    leaves: HashMap<u64, HashMap<u64, u64>>,
+    radix_pages: HashMap<u64, PageBuf>,
+}
+
+impl MetaCache {
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.inodes.clear();
+        self.ancestry.clear();
+        self.leaves.clear();
+        self.radix_pages.clear();
+    }
+
+    /// A cached inode.
+    pub fn inode(&self, ino: u64) -> Option<Inode> {
+        self.inodes.get(&ino).copied()
+    }
+
+    /// Remembers inode `ino`.
+    pub fn put_inode(&mut self, ino: u64, i: Inode) {
+        self.inodes.insert(ino, i);
+    }
+
+    /// The cached lease ancestry of `key`.
+    pub fn ancestry(&self, key: u64) -> Option<&[u64]> {
+        self.ancestry.get(&key).map(|v| v.as_slice())
+    }
+
+    /// Remembers the lease ancestry of `key`.
+    pub fn put_ancestry(&mut self, key: u64, up: Vec<u64>) {
+        self.ancestry.insert(key, up);
+    }
+
+    /// Forgets every ancestry (a name moved or went away).
+    pub fn forget_ancestries(&mut self) {
+        self.ancestry.clear();
+    }
+
+    /// The cached data page of page `index` of file `ino`.
+    pub fn leaf(&self, ino: u64, index: u64) -> Option<u64> {
+        self.leaves.get(&ino)?.get(&index).copied()
+    }
+
+    /// Remembers that page `index` of file `ino` is data page `page`.
+    pub fn put_leaf(&mut self, ino: u64, index: u64, page: u64) {
+        self.leaves.entry(ino).or_default().insert(index, page);
+    }
+
+    /// Drops what the client's own change of metadata pages `pages` made stale: those
+    /// radix nodes, and the inodes (with their page maps) stored on those pages. Every
+    /// change of a file's tree also rewrites its inode, so its page map goes with it.
+    pub fn forget_pages(&mut self, sb: &Superblock, pages: impl Iterator<Item = u64>) {
+        let itable = sb.itable_first..sb.itable_first + sb.inode_count.div_ceil(INODES_PER_PAGE);
+        for p in pages {
+            self.radix_pages.remove(&p);
+            if itable.contains(&p) {
+                let first = (p - sb.itable_first) * INODES_PER_PAGE;
+                for ino in first..first + INODES_PER_PAGE {
+                    self.inodes.remove(&ino);
+                    self.leaves.remove(&ino);
+                }
+            }
+        }
+    }
+
+    /// Drops the page map of file `ino`.
+    pub fn forget_leaves(&mut self, ino: u64) {
+        self.leaves.remove(&ino);
+    }
+}
+
+/// A page source that serves radix nodes from the cache, reading (and remembering)
+/// the ones it lacks from `inner`.
+pub struct CachedRadix<'a, S: PageSource + ?Sized> {
+    /// Where missing pages come from.
+    pub inner: &'a mut S,
+    /// The cache filled on the way.
+    pub cache: &'a mut MetaCache,
+}
+
+impl<S: PageSource + ?Sized> PageSource for CachedRadix<'_, S> {
+    fn sb(&self) -> &Superblock {
+        self.inner.sb()
+    }
+    fn page(&mut self, pno: u64, tag: Tag) -> Result<PageBuf> {
+        if tag == Tag::Radix
+            && let Some(p) = self.cache.radix_pages.get(&pno)
+        {
+            return Ok(p.clone());
+        }
+        let p = self.inner.page(pno, tag)?;
+        if tag == Tag::Radix {
+            self.cache.radix_pages.insert(pno, p.clone());
+        }
+        Ok(p)
+    }
+}
