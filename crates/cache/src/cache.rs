@@ -159,7 +159,10 @@ impl Cache {
             let pos = match found {
                 Some(p) => match self.cfg.repl {
                     Replacement::Lru => {
-                        self.ways[base..=base + p].rotate_right(1);
+                        // A hit already on top (always, when direct-mapped) moves nothing.
+                        if p > 0 {
+                            self.ways[base..=base + p].rotate_right(1);
+                        }
                         0
                     }
                     Replacement::TreePlru => {
@@ -189,7 +192,8 @@ impl Cache {
                             // The victim is the bottom of the stack, or for random a
                             // uniformly chosen way of a full set.
                             let v = if full && self.cfg.repl == Replacement::Random {
-                                (self.rng.next_u64() % self.assoc as u64) as usize
+                                // The ways are a power of two: a mask, not a division.
+                                (self.rng.next_u64() & (self.assoc as u64 - 1)) as usize
                             } else {
                                 self.assoc - 1
                             };
@@ -197,7 +201,9 @@ impl Cache {
                             if old & (VALID | DIRTY) == VALID | DIRTY {
                                 dirty_victim = Some(old & !(VALID | DIRTY));
                             }
-                            set_ways[..=v].rotate_right(1);
+                            if v > 0 {
+                                set_ways[..=v].rotate_right(1);
+                            }
                             set_ways[0] = blk | VALID;
                             0
                         }

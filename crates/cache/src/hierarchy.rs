@@ -2,6 +2,7 @@
 
 use crate::cache::{Cache, DIRTY, VALID};
 use crate::config::{ConfigError, HierarchyConfig, Level};
+use crate::l1hits::{HitView, leading_hits};
 use crate::stats::NamedStats;
 use pmlab_trace::Kind;
 
@@ -116,17 +117,46 @@ impl Hierarchy {
 
     /// Simulates a batch of references (the fast way to drive the simulator).
     pub fn run(&mut self, refs: &[pmlab_trace::Ref]) {
-        for r in refs {
+        let mut rest = refs;
+        while let Some(r) = rest.first() {
+            let hits = self.count_leading_hits(rest);
+            if hits > 0 {
+                rest = &rest[hits..];
+                continue;
+            }
             let top = if r.kind == Kind::Instr {
                 self.l1i
             } else {
                 self.l1d
             };
-            if !self.fast_hit(top, r.kind, r.addr, r.size) {
-                self.deepest = 0;
-                self.reference(top, r.kind, r.addr, r.size, true);
+            self.deepest = 0;
+            self.reference(top, r.kind, r.addr, r.size, true);
+            rest = &rest[1..];
+        }
+    }
+
+    /// Takes the level-1 hits at the start of `refs` (see [`leading_hits`]), counting
+    /// them as fetches; returns how many there were.
+    #[inline]
+    fn count_leading_hits(&mut self, refs: &[pmlab_trace::Ref]) -> usize {
+        let (Some(i), Some(d)) = (
+            HitView::of(&self.caches[self.l1i]),
+            HitView::of(&self.caches[self.l1d]),
+        ) else {
+            return 0;
+        };
+        let hits = leading_hits(refs, &[d, i]);
+        if hits.refs > 0 {
+            let instr = &mut self.caches[self.l1i];
+            instr.fast_hits[Kind::Instr as usize] += hits.fetches.get(Kind::Instr);
+            instr.stats.multi_block_refs += hits.multi_block.get(Kind::Instr);
+            let data = &mut self.caches[self.l1d];
+            for kind in [Kind::Read, Kind::Write, Kind::Misc] {
+                data.fast_hits[kind as usize] += hits.fetches.get(kind);
+                data.stats.multi_block_refs += hits.multi_block.get(kind);
             }
         }
+        hits.refs
     }
 
     /// The common case, done without the general machinery: a single-block reference

@@ -30,6 +30,7 @@ pub mod dinero_args;
 pub mod dinero_run;
 mod fasthash;
 pub mod hierarchy;
+mod l1hits;
 pub mod multi;
 pub mod report;
 mod shadow;

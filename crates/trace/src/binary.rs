@@ -44,15 +44,25 @@ fn encode(r: &Ref) -> [u8; BINARY_RECORD_LEN] {
     b
 }
 
-/// Whether a record's kind, size and reserved byte are acceptable.
+/// The second half of a record (size, pid, kind, reserved) as one little-endian word.
 #[inline(always)]
-fn valid(rec: &[u8]) -> bool {
-    rec[14] <= 3 && rec[8..12] != [0; 4] && rec[15] == 0
+fn tail_word(rec: &[u8; BINARY_RECORD_LEN]) -> u64 {
+    u64::from_le_bytes([
+        rec[8], rec[9], rec[10], rec[11], rec[12], rec[13], rec[14], rec[15],
+    ])
 }
 
-/// Decodes a record that [`valid`] accepted.
+/// Whether a record's kind, size and reserved byte are acceptable. One comparison of
+/// the top 16 bits checks the kind (at most 3) and the reserved byte (0) together.
 #[inline(always)]
-fn decode(rec: &[u8]) -> Ref {
+fn valid(rec: &[u8; BINARY_RECORD_LEN]) -> bool {
+    let tail = tail_word(rec);
+    tail >> 48 <= 3 && tail as u32 != 0
+}
+
+/// Decodes a record; the kind of an invalid record (which the caller rejects) is Misc.
+#[inline(always)]
+fn decode(rec: &[u8; BINARY_RECORD_LEN]) -> Ref {
     let kind = match rec[14] {
         0 => Kind::Read,
         1 => Kind::Write,
@@ -60,10 +70,127 @@ fn decode(rec: &[u8]) -> Ref {
         _ => Kind::Misc,
     };
     Ref {
-        addr: u64::from_le_bytes(rec[0..8].try_into().expect("8 bytes")),
-        size: u32::from_le_bytes(rec[8..12].try_into().expect("4 bytes")),
+        addr: u64::from_le_bytes([
+            rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], rec[7],
+        ]),
+        size: u32::from_le_bytes([rec[8], rec[9], rec[10], rec[11]]),
         pid: u16::from_le_bytes([rec[12], rec[13]]),
         kind,
+    }
+}
+
+fn binary_error(name: &str, offset: u64, field: &'static str, message: String) -> TraceError {
+    TraceError::Binary {
+        source_name: name.to_string(),
+        offset,
+        field,
+        message,
+    }
+}
+
+/// Checks a version-1 header, the first bytes of the trace (all of them if fewer than
+/// [`BINARY_HEADER_LEN`]); `name` is used in errors.
+pub(crate) fn check_header(h: &[u8], name: &str) -> Result<(), TraceError> {
+    if h.len() < BINARY_HEADER_LEN {
+        return Err(binary_error(
+            name,
+            h.len() as u64,
+            "header",
+            format!("truncated header: {} of {BINARY_HEADER_LEN} bytes", h.len()),
+        ));
+    }
+    if h[..8] != BINARY_MAGIC {
+        return Err(binary_error(
+            name,
+            0,
+            "magic",
+            "not a pmlab binary trace (magic is not PMLTRACE)".into(),
+        ));
+    }
+    let version = u16::from_le_bytes([h[8], h[9]]);
+    if version != BINARY_VERSION {
+        return Err(binary_error(
+            name,
+            8,
+            "version",
+            format!("unsupported version {version} (this reader knows 1)"),
+        ));
+    }
+    let record_len = u16::from_le_bytes([h[10], h[11]]);
+    if record_len as usize != BINARY_RECORD_LEN {
+        return Err(binary_error(
+            name,
+            10,
+            "record length",
+            format!("record length {record_len}, expected 16"),
+        ));
+    }
+    let flags = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+    if flags != 0 {
+        return Err(binary_error(
+            name,
+            12,
+            "flags",
+            format!("unknown flags 0x{flags:x}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Appends the records of `bytes` (whole records; `offset` is the stream offset of its
+/// first byte, for errors) to `out`, or names the first invalid one.
+///
+/// Decoding and validation are two passes without early exits over data that stays in
+/// the level-1 cache, so that both run without per-record branches or capacity checks;
+/// only a batch holding an invalid record is searched again for the culprit.
+#[inline]
+pub(crate) fn decode_records(
+    bytes: &[u8],
+    offset: u64,
+    out: &mut Vec<Ref>,
+    name: &str,
+) -> Result<(), TraceError> {
+    let (records, rest) = bytes.as_chunks::<BINARY_RECORD_LEN>();
+    debug_assert!(rest.is_empty(), "whole records only");
+    let all_valid = records.iter().fold(true, |ok, rec| ok & valid(rec));
+    if !all_valid {
+        let bad = records
+            .iter()
+            .position(|rec| !valid(rec))
+            .expect("an invalid record");
+        return Err(record_error(
+            &records[bad],
+            offset + (bad * BINARY_RECORD_LEN) as u64,
+            name,
+        ));
+    }
+    out.extend(records.iter().map(decode));
+    Ok(())
+}
+
+/// The error for an invalid record at stream offset `offset`.
+fn record_error(rec: &[u8; BINARY_RECORD_LEN], offset: u64, name: &str) -> TraceError {
+    if rec[14] > 3 {
+        binary_error(
+            name,
+            offset + 14,
+            "kind",
+            format!("unknown kind {} (expected 0..3)", rec[14]),
+        )
+    } else if rec[8..12] == [0; 4] {
+        binary_error(
+            name,
+            offset + 8,
+            "size",
+            "size 0 (a reference covers at least one byte)".into(),
+        )
+    } else {
+        binary_error(
+            name,
+            offset + 15,
+            "reserved",
+            format!("reserved byte is {}, expected 0", rec[15]),
+        )
     }
 }
 
@@ -133,41 +260,7 @@ impl<R: Read> BinaryReader<R> {
 
     fn check_header(&mut self) -> Result<(), TraceError> {
         self.fill(BINARY_HEADER_LEN)?;
-        let h = &self.buf[self.pos..self.filled];
-        if h.len() < BINARY_HEADER_LEN {
-            return Err(self.error(
-                h.len() as u64,
-                "header",
-                format!("truncated header: {} of {BINARY_HEADER_LEN} bytes", h.len()),
-            ));
-        }
-        if h[..8] != BINARY_MAGIC {
-            return Err(self.error(
-                0,
-                "magic",
-                "not a pmlab binary trace (magic is not PMLTRACE)".into(),
-            ));
-        }
-        let version = u16::from_le_bytes([h[8], h[9]]);
-        if version != BINARY_VERSION {
-            return Err(self.error(
-                8,
-                "version",
-                format!("unsupported version {version} (this reader knows 1)"),
-            ));
-        }
-        let record_len = u16::from_le_bytes([h[10], h[11]]);
-        if record_len as usize != BINARY_RECORD_LEN {
-            return Err(self.error(
-                10,
-                "record length",
-                format!("record length {record_len}, expected 16"),
-            ));
-        }
-        let flags = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
-        if flags != 0 {
-            return Err(self.error(12, "flags", format!("unknown flags 0x{flags:x}")));
-        }
+        check_header(&self.buf[self.pos..self.filled], &self.name)?;
         self.pos += BINARY_HEADER_LEN;
         self.header_checked = true;
         Ok(())
@@ -199,35 +292,7 @@ impl<R: Read> RefSource for BinaryReader<R> {
             }
             let n = (avail / BINARY_RECORD_LEN).min(cap - out.len());
             let bytes = &self.buf[self.pos..self.pos + n * BINARY_RECORD_LEN];
-            // Validate first, then decode with a loop that has no error exits: the
-            // decoding loop then runs without per-record capacity checks.
-            if let Some(bad) = bytes
-                .chunks_exact(BINARY_RECORD_LEN)
-                .position(|rec| !valid(rec))
-            {
-                let rec = &bytes[bad * BINARY_RECORD_LEN..(bad + 1) * BINARY_RECORD_LEN];
-                let offset = self.base + (self.pos + bad * BINARY_RECORD_LEN) as u64;
-                return Err(if rec[14] > 3 {
-                    self.error(
-                        offset + 14,
-                        "kind",
-                        format!("unknown kind {} (expected 0..3)", rec[14]),
-                    )
-                } else if rec[8..12] == [0; 4] {
-                    self.error(
-                        offset + 8,
-                        "size",
-                        "size 0 (a reference covers at least one byte)".into(),
-                    )
-                } else {
-                    self.error(
-                        offset + 15,
-                        "reserved",
-                        format!("reserved byte is {}, expected 0", rec[15]),
-                    )
-                });
-            }
-            out.extend(bytes.chunks_exact(BINARY_RECORD_LEN).map(decode));
+            decode_records(bytes, self.base + self.pos as u64, out, &self.name)?;
             self.pos += n * BINARY_RECORD_LEN;
         }
         Ok(out.len())

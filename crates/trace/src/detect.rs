@@ -1,10 +1,12 @@
 //! Opening a trace: decompression and format recognition by magic bytes and first lines.
 
 use std::fs::File;
-use std::io::{Cursor, Read};
+use std::io::{Cursor, Read, Seek};
 use std::str::FromStr;
 
-use crate::{BINARY_MAGIC, BinaryReader, DinReader, LackeyReader, RefSource, TraceError};
+use crate::{
+    BINARY_MAGIC, BinaryReader, DinReader, LackeyReader, MappedBinaryReader, RefSource, TraceError,
+};
 
 /// A trace format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,12 +139,42 @@ pub fn open_trace(
     if path == "-" {
         trace_from_reader(Box::new(std::io::stdin()), "<stdin>", format)
     } else {
-        let file = File::open(path).map_err(|error| TraceError::Io {
+        let io = |error| TraceError::Io {
             source_name: path.to_string(),
             error,
-        })?;
+        };
+        let mut file = File::open(path).map_err(io)?;
+        if let Some(mapped) = try_mapped(&mut file, path, format).map_err(io)? {
+            return Ok(mapped);
+        }
         trace_from_reader(Box::new(file), path, format)
     }
+}
+
+/// A reader that maps `file` when it is a regular file holding an uncompressed binary
+/// trace (the fast way to read one); `None`, with the file rewound, otherwise.
+fn try_mapped(
+    file: &mut File,
+    path: &str,
+    format: Option<Format>,
+) -> std::io::Result<Option<Box<dyn RefSource + Send>>> {
+    if !matches!(format, None | Some(Format::Binary)) || !file.metadata()?.is_file() {
+        return Ok(None);
+    }
+    let mut magic = [0u8; BINARY_MAGIC.len()];
+    let is_binary = match file.read_exact(&mut magic) {
+        Ok(()) => magic == BINARY_MAGIC,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => false,
+        Err(e) => return Err(e),
+    };
+    file.rewind()?;
+    if !is_binary {
+        return Ok(None);
+    }
+    // A file that cannot be mapped is still read, through the stream reader.
+    Ok(MappedBinaryReader::new(file, path)
+        .ok()
+        .map(|r| Box::new(r) as Box<dyn RefSource + Send>))
 }
 
 /// A trace reader over `raw`, decompressing xz or zstd and detecting the format unless

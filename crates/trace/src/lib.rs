@@ -40,6 +40,7 @@ mod hex;
 mod info;
 mod interleave;
 mod lackey;
+mod mapped;
 mod output;
 pub mod record;
 mod textbuf;
@@ -54,6 +55,7 @@ pub use din::{DinReader, DinWriter};
 pub use info::{FOOTPRINT_PAGE, TraceInfo};
 pub use interleave::{Interleave, ProcessEnd, SwitchUnit};
 pub use lackey::LackeyReader;
+pub use mapped::MappedBinaryReader;
 pub use output::{RefSink, TraceWriter, create_trace_writer};
 
 /// Default number of references a batch holds when the caller's buffer has no capacity.
