@@ -87,14 +87,20 @@ pub fn time_pmlab(
 ) -> Result<(Duration, u64), TraceError> {
     let start = Instant::now();
     let mut src = pmlab_trace::open_trace(&path.to_string_lossy(), Some(format))?;
-    let mut buf: Vec<Ref> = Vec::with_capacity(pmlab_trace::DEFAULT_BATCH);
+    // Batches of 16 KiB: a batch and the level-1 tag arrays stay in the level-1 cache
+    // together (4096 references measured 12% slower on binary traces).
+    let mut buf: Vec<Ref> = Vec::with_capacity(1024);
     let mut n = 0u64;
     let text_len: usize = match work {
         Workload::One(cfg) => {
             let mut h = Hierarchy::new(cfg, seed).expect("benchmark configurations are valid");
-            while src.next_batch(&mut buf)? > 0 {
-                n += buf.len() as u64;
-                h.run(&buf);
+            loop {
+                let refs = src.next_refs(&mut buf)?;
+                if refs.is_empty() {
+                    break;
+                }
+                n += refs.len() as u64;
+                h.run(refs);
             }
             h.finish();
             report::render_all(&h.stats(), false).len()
@@ -102,9 +108,13 @@ pub fn time_pmlab(
         Workload::OnePass(upper, lowers) => {
             let mut m =
                 MultiL2::new(upper, lowers, seed).expect("benchmark configurations are valid");
-            while src.next_batch(&mut buf)? > 0 {
-                n += buf.len() as u64;
-                m.run(&buf);
+            loop {
+                let refs = src.next_refs(&mut buf)?;
+                if refs.is_empty() {
+                    break;
+                }
+                n += refs.len() as u64;
+                m.run(refs);
             }
             m.finish();
             (0..m.alternatives())

@@ -20,16 +20,11 @@ pub(crate) const MAX_RUN: usize = (u16::MAX / 2) as usize;
 struct Geometry {
     lg2_block: u32,
     block_mask: u64,
-    set_mask: u64,
-    lg2_assoc: u32,
-}
-
-impl Geometry {
-    /// Index of the top way of the set of `blk`.
-    #[inline(always)]
-    fn top_way(&self, blk: u64) -> usize {
-        (((blk >> self.lg2_block) & self.set_mask) << self.lg2_assoc) as usize
-    }
+    /// A block address shifted right by this, masked by `index_mask`, is the index of
+    /// the top way of its set: one shift for the set number and for the multiplication
+    /// by the associativity together.
+    index_shift: u32,
+    index_mask: usize,
 }
 
 /// What the hit loop needs of one level-1 cache.
@@ -42,15 +37,17 @@ pub(crate) struct HitView<'a> {
 
 impl<'a> HitView<'a> {
     /// The view of `c`, or `None` when a hit may have to change state the loop does not
-    /// keep (classification shadows, tree-PLRU bits).
+    /// keep (classification shadows, tree-PLRU bits), or when the cache has more ways
+    /// than bytes in a block (the one-shift indexing needs `assoc <= block size`).
     pub(crate) fn of(c: &'a Cache) -> Option<Self> {
-        c.fast_ok.then_some(HitView {
+        let lg2_assoc = c.assoc.trailing_zeros();
+        (c.fast_ok && lg2_assoc <= c.lg2_block).then(|| HitView {
             ways: &c.ways,
             geometry: Geometry {
                 lg2_block: c.lg2_block,
                 block_mask: c.block_mask,
-                set_mask: c.set_mask,
-                lg2_assoc: c.assoc.trailing_zeros(),
+                index_shift: c.lg2_block - lg2_assoc,
+                index_mask: (c.set_mask << lg2_assoc) as usize,
             },
         })
     }
@@ -89,15 +86,19 @@ pub(crate) fn leading_hits(refs: &[Ref], views: &[HitView; 2]) -> Hits {
     // Split level-1 caches nearly always share their geometry (and a unified one does
     // trivially): the loop then keeps it in registers and picks only the tag array by
     // kind. Monomorphised twice rather than branched on per reference.
-    if views[0].geometry == views[1].geometry {
-        scan(refs, views, |_| views[0].geometry)
+    let (d, i) = (views[0].geometry, views[1].geometry);
+    if d == i {
+        scan(refs, views, |_| d)
     } else {
-        scan(refs, views, |side| views[side].geometry)
+        scan(refs, views, |side| if side == 1 { i } else { d })
     }
 }
 
 #[inline(always)]
 fn scan(refs: &[Ref], views: &[HitView; 2], geometry: impl Fn(usize) -> Geometry) -> Hits {
+    // Slicing each tag array to exactly `index_mask + 1` ways lets the compiler see that
+    // a masked index is in bounds.
+    let ways = [0, 1].map(|side| &views[side].ways[..=geometry(side).index_mask]);
     let (mut fetches, mut multi) = (0u64, 0u64);
     let done = |n, fetches, multi| Hits {
         refs: n,
@@ -106,13 +107,11 @@ fn scan(refs: &[Ref], views: &[HitView; 2], geometry: impl Fn(usize) -> Geometry
     };
     for (n, r) in refs.iter().enumerate() {
         let side = usize::from(r.kind == Kind::Instr);
-        let ways = views[side].ways;
-        let g = geometry(side);
-        let one = ONE[r.kind as usize];
-        // A read, fetch or misc hits a clean or dirty copy; a write only a dirty one.
-        let ignore_dirty = u64::from(r.kind != Kind::Write) * DIRTY;
+        let (ways, g) = (ways[side], geometry(side));
+        let top = |blk: u64| ways[(blk >> g.index_shift) as usize & g.index_mask];
+        let (one, ignore_dirty) = PER_KIND[r.kind as usize];
         let blk = r.addr & !g.block_mask;
-        if ways[g.top_way(blk)] | ignore_dirty != blk | VALID | DIRTY {
+        if top(blk) | ignore_dirty != blk | VALID | DIRTY {
             return done(n, fetches, multi);
         }
         // Offset of the last byte from the block's start. A size of 0 wraps round at
@@ -123,9 +122,7 @@ fn scan(refs: &[Ref], views: &[HitView; 2], geometry: impl Fn(usize) -> Geometry
             .wrapping_sub(1);
         if last > g.block_mask {
             let next = blk.wrapping_add(g.block_mask + 1);
-            if last >> g.lg2_block > 1
-                || ways[g.top_way(next)] | ignore_dirty != next | VALID | DIRTY
-            {
+            if last >> g.lg2_block > 1 || top(next) | ignore_dirty != next | VALID | DIRTY {
                 return done(n, fetches, multi);
             }
             fetches += one;
@@ -136,5 +133,7 @@ fn scan(refs: &[Ref], views: &[HitView; 2], geometry: impl Fn(usize) -> Geometry
     done(refs.len(), fetches, multi)
 }
 
-/// One in the 16-bit field of each kind.
-const ONE: [u64; 4] = [1, 1 << 16, 1 << 32, 1 << 48];
+/// By `Kind as usize`: one in the kind's 16-bit field of a packed count, and the bits
+/// of a way a hit ignores ([`DIRTY`]: a read, fetch or misc hits a clean or dirty copy;
+/// a write only a dirty one, since a clean one would have to change).
+const PER_KIND: [(u64, u64); 4] = [(1, DIRTY), (1 << 16, 0), (1 << 32, DIRTY), (1 << 48, DIRTY)];

@@ -137,12 +137,32 @@ pub(crate) fn check_header(h: &[u8], name: &str) -> Result<(), TraceError> {
     Ok(())
 }
 
-/// Appends the records of `bytes` (whole records; `offset` is the stream offset of its
-/// first byte, for errors) to `out`, or names the first invalid one.
+/// Checks the records of `bytes` (whole records; `offset` is the stream offset of its
+/// first byte, for errors), naming the first invalid one.
 ///
-/// Decoding and validation are two passes without early exits over data that stays in
-/// the level-1 cache, so that both run without per-record branches or capacity checks;
-/// only a batch holding an invalid record is searched again for the culprit.
+/// The check is one pass without early exits, so that it runs without per-record
+/// branches; only a batch holding an invalid record is searched again for the culprit.
+#[inline]
+pub(crate) fn check_records(bytes: &[u8], offset: u64, name: &str) -> Result<(), TraceError> {
+    let (records, rest) = bytes.as_chunks::<BINARY_RECORD_LEN>();
+    debug_assert!(rest.is_empty(), "whole records only");
+    if records.iter().fold(true, |ok, rec| ok & valid(rec)) {
+        return Ok(());
+    }
+    let bad = records
+        .iter()
+        .position(|rec| !valid(rec))
+        .expect("an invalid record");
+    Err(record_error(
+        &records[bad],
+        offset + (bad * BINARY_RECORD_LEN) as u64,
+        name,
+    ))
+}
+
+/// Appends the records of `bytes` (as for [`check_records`]) to `out`, or names the
+/// first invalid one. Checking and decoding are separate passes over data that stays in
+/// the level-1 cache, so that the decoding loop has no error exits either.
 #[inline]
 pub(crate) fn decode_records(
     bytes: &[u8],
@@ -150,21 +170,8 @@ pub(crate) fn decode_records(
     out: &mut Vec<Ref>,
     name: &str,
 ) -> Result<(), TraceError> {
-    let (records, rest) = bytes.as_chunks::<BINARY_RECORD_LEN>();
-    debug_assert!(rest.is_empty(), "whole records only");
-    let all_valid = records.iter().fold(true, |ok, rec| ok & valid(rec));
-    if !all_valid {
-        let bad = records
-            .iter()
-            .position(|rec| !valid(rec))
-            .expect("an invalid record");
-        return Err(record_error(
-            &records[bad],
-            offset + (bad * BINARY_RECORD_LEN) as u64,
-            name,
-        ));
-    }
-    out.extend(records.iter().map(decode));
+    check_records(bytes, offset, name)?;
+    out.extend(bytes.as_chunks::<BINARY_RECORD_LEN>().0.iter().map(decode));
     Ok(())
 }
 

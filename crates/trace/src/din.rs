@@ -18,6 +18,7 @@
 
 use std::io::{Read, Write};
 
+use crate::dinfast::parse_common_line;
 use crate::hex::{end_access_type, push_hex, scan_hex, show, skip_blanks, skip_line};
 use crate::textbuf::TextBuf;
 use crate::{DEFAULT_BATCH, Kind, Ref, RefSource, TraceError};
@@ -54,18 +55,20 @@ impl<R: Read> RefSource for DinReader<R> {
         // Two monomorphic loops rather than a function pointer, so the line parser is
         // inlined into the loop.
         if self.extended {
-            fill(&mut self.text, out, parse_extended)
+            fill(&mut self.text, out, parse_common_line, parse_extended)
         } else {
-            fill(&mut self.text, out, parse_traditional)
+            fill(&mut self.text, out, |_, _| None, parse_traditional)
         }
     }
 }
 
-/// Clears `out` and fills it with references parsed by `parse`, one per line.
+/// Clears `out` and fills it with references, one per line: parsed by `common` when it
+/// takes the line, else by `parse` (which also reports errors).
 #[inline(always)]
 fn fill<R: Read>(
     t: &mut TextBuf<R>,
     out: &mut Vec<Ref>,
+    common: impl Fn(&[u8], &mut usize) -> Option<Ref>,
     parse: impl Fn(&[u8], &mut usize) -> Result<Ref, FieldError>,
 ) -> Result<usize, TraceError> {
     out.clear();
@@ -81,6 +84,11 @@ fn fill<R: Read>(
         let mut pos = t.pos;
         let mut line = t.line;
         while pos < buf.len() && out.len() < cap {
+            if let Some(r) = common(buf, &mut pos) {
+                out.push(r);
+                line += 1;
+                continue;
+            }
             match parse(buf, &mut pos) {
                 Ok(r) => out.push(r),
                 Err((field, message)) => {

@@ -121,7 +121,7 @@ fn bytes_between(x: u64, m: u64, n: u64) -> u64 {
 /// The value of up to 8 hex digits in one little-endian word, and how many leading
 /// bytes are hex digits.
 #[inline(always)]
-fn hex_word(v: u64) -> (u64, usize) {
+pub(crate) fn hex_word(v: u64) -> (u64, usize) {
     // Letters are tested case-folded (only 'A'..'F' fold into 'a'..'f'); digits are
     // tested unfolded, since folding would also turn control bytes 0x10..0x19 into digits.
     let folded = v | (LOW * 0x20);

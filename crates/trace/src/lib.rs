@@ -36,6 +36,7 @@ pub mod formats {
 mod binary;
 mod detect;
 mod din;
+mod dinfast;
 mod hex;
 mod info;
 mod interleave;
@@ -112,16 +113,22 @@ impl Kind {
 }
 
 /// One memory reference.
+///
+/// Laid out as a record of the binary format (`#[repr(C)]`, fields in record order:
+/// addr at 0, size at 8, pid at 12, kind at 14, one byte of padding), so that on a
+/// little-endian machine validated records of a mapped trace are read in place
+/// ([`MappedBinaryReader`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct Ref {
     /// Byte address (virtual, unless the trace says otherwise).
     pub addr: u64,
     /// Size in bytes (at least 1).
     pub size: u32,
-    /// What the reference does.
-    pub kind: Kind,
     /// The process (address space) that issued it; 0 for single-process traces.
     pub pid: u16,
+    /// What the reference does.
+    pub kind: Kind,
 }
 
 /// A source of references, read in batches.
@@ -129,11 +136,24 @@ pub trait RefSource {
     /// Clears `buf` and fills it with up to `buf.capacity()` (at least one) next
     /// references; returns how many were read, 0 at the end of the trace.
     fn next_batch(&mut self, buf: &mut Vec<Ref>) -> Result<usize, TraceError>;
+
+    /// The next references (up to `scratch.capacity()`, at least one; none at the end
+    /// of the trace), either read into `scratch` as [`Self::next_batch`] does or, for a
+    /// source that already holds them in memory in [`Ref`]'s layout, borrowed in place
+    /// without a copy. The fastest way to consume a source.
+    fn next_refs<'a>(&'a mut self, scratch: &'a mut Vec<Ref>) -> Result<&'a [Ref], TraceError> {
+        self.next_batch(scratch)?;
+        Ok(scratch)
+    }
 }
 
 impl<S: RefSource + ?Sized> RefSource for Box<S> {
     fn next_batch(&mut self, buf: &mut Vec<Ref>) -> Result<usize, TraceError> {
         (**self).next_batch(buf)
+    }
+
+    fn next_refs<'a>(&'a mut self, scratch: &'a mut Vec<Ref>) -> Result<&'a [Ref], TraceError> {
+        (**self).next_refs(scratch)
     }
 }
 

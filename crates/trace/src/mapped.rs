@@ -6,7 +6,10 @@ use std::fs::File;
 
 use memmap2::{Advice, Mmap, MmapOptions};
 
-use crate::binary::{check_header, decode_records};
+use std::mem::offset_of;
+use std::ops::Range;
+
+use crate::binary::{check_header, check_records, decode_records};
 use crate::{BINARY_HEADER_LEN, BINARY_RECORD_LEN, DEFAULT_BATCH, Ref, RefSource, TraceError};
 
 /// Reads a binary trace file through a memory mapping.
@@ -28,13 +31,13 @@ impl MappedBinaryReader {
         // fault (SIGBUS); pmlab never modifies a trace it is reading, and a trace is
         // not expected to change under a simulation, which is the usual contract of
         // tools that map their input.
-        // `populate` maps every page at once: one system call instead of a page fault
-        // per 4 KiB, which at 256 references a page would cost as much as decoding.
-        let map =
-            unsafe { MmapOptions::new().populate().map(file) }.map_err(|error| TraceError::Io {
-                source_name: name.clone(),
-                error,
-            })?;
+        // Pages are mapped as they are first touched, many per fault (the kernel's
+        // fault-around); mapping them all up front (`populate`) measured no faster and
+        // would read a large trace in full before the first reference.
+        let map = unsafe { MmapOptions::new().map(file) }.map_err(|error| TraceError::Io {
+            source_name: name.clone(),
+            error,
+        })?;
         // Advice only; a kernel that ignores it reads the same bytes.
         let _ = map.advise(Advice::Sequential);
         check_header(&map[..map.len().min(BINARY_HEADER_LEN)], &name)?;
@@ -46,34 +49,91 @@ impl MappedBinaryReader {
     }
 }
 
+impl MappedBinaryReader {
+    /// The byte range of the whole records, up to `max` (at least one), that come next,
+    /// advancing past them; empty at the end of the trace.
+    fn take_records(&mut self, max: usize) -> Result<Range<usize>, TraceError> {
+        let rest = self.map.len() - self.pos;
+        let whole = rest / BINARY_RECORD_LEN;
+        if whole == 0 && rest > 0 {
+            return Err(TraceError::Binary {
+                source_name: self.name.clone(),
+                offset: self.pos as u64,
+                field: "record",
+                message: format!("truncated record: {rest} of {BINARY_RECORD_LEN} bytes"),
+            });
+        }
+        let start = self.pos;
+        self.pos += whole.min(max.max(1)) * BINARY_RECORD_LEN;
+        Ok(start..self.pos)
+    }
+}
+
 impl RefSource for MappedBinaryReader {
     fn next_batch(&mut self, out: &mut Vec<Ref>) -> Result<usize, TraceError> {
         out.clear();
         if out.capacity() == 0 {
             out.reserve(DEFAULT_BATCH);
         }
-        let rest = &self.map[self.pos..];
-        let whole = rest.len() / BINARY_RECORD_LEN;
-        if whole == 0 {
-            if !rest.is_empty() {
-                return Err(TraceError::Binary {
-                    source_name: self.name.clone(),
-                    offset: self.pos as u64,
-                    field: "record",
-                    message: format!(
-                        "truncated record: {} of {BINARY_RECORD_LEN} bytes",
-                        rest.len()
-                    ),
-                });
-            }
-            return Ok(0);
-        }
-        let n = whole.min(out.capacity());
-        let bytes = &rest[..n * BINARY_RECORD_LEN];
-        decode_records(bytes, self.pos as u64, out, &self.name)?;
-        self.pos += bytes.len();
-        Ok(n)
+        let range = self.take_records(out.capacity())?;
+        decode_records(
+            &self.map[range.clone()],
+            range.start as u64,
+            out,
+            &self.name,
+        )?;
+        Ok(out.len())
     }
+
+    fn next_refs<'a>(&'a mut self, scratch: &'a mut Vec<Ref>) -> Result<&'a [Ref], TraceError> {
+        let max = match scratch.capacity() {
+            0 => DEFAULT_BATCH,
+            n => n,
+        };
+        let range = self.take_records(max)?;
+        let bytes = &self.map[range.clone()];
+        check_records(bytes, range.start as u64, &self.name)?;
+        if let Some(refs) = valid_records_in_place(bytes) {
+            return Ok(refs);
+        }
+        scratch.clear();
+        decode_records(bytes, range.start as u64, scratch, &self.name)?;
+        Ok(scratch)
+    }
+}
+
+// `Ref` is laid out as a record (see its documentation); `valid_records_in_place`
+// depends on it.
+const _: () = {
+    assert!(size_of::<Ref>() == BINARY_RECORD_LEN);
+    assert!(align_of::<Ref>() == 8);
+    assert!(offset_of!(Ref, addr) == 0);
+    assert!(offset_of!(Ref, size) == 8);
+    assert!(offset_of!(Ref, pid) == 12);
+    assert!(offset_of!(Ref, kind) == 14);
+};
+
+/// Whole records that [`check_records`] accepted, viewed as references without a copy;
+/// `None` on a big-endian machine (fields are little-endian) or when `bytes` is not
+/// aligned for `Ref` (a mapping starts on a page, and records at multiples of 16 bytes
+/// after it, so this does not happen).
+fn valid_records_in_place(bytes: &[u8]) -> Option<&[Ref]> {
+    if cfg!(target_endian = "big") || bytes.as_ptr().align_offset(align_of::<Ref>()) != 0 {
+        return None;
+    }
+    // SAFETY: the pointer is aligned for `Ref` (checked above) and the bytes are whole
+    // records, each exactly one `Ref` in `Ref`'s layout (asserted at compile time) with
+    // its fields in the machine's byte order (little-endian, checked above). Every bit
+    // pattern is a valid u64, u32 or u16; the kind byte holds a valid `Kind` discriminant
+    // (0..=3), which `check_records` verified for every record; byte 15 is `Ref`'s
+    // padding, which may hold anything. The bytes are borrowed from the mapping for the
+    // slice's lifetime, and the mapping is read-only.
+    Some(unsafe {
+        std::slice::from_raw_parts(
+            bytes.as_ptr().cast::<Ref>(),
+            bytes.len() / BINARY_RECORD_LEN,
+        )
+    })
 }
 
 #[cfg(test)]
@@ -122,6 +182,37 @@ mod tests {
             want
         );
         assert!(mapped(&encoded(&[])).unwrap().is_empty());
+    }
+
+    /// Every reference of the mapped file at `bytes`, read through `next_refs` in
+    /// batches of `batch`.
+    fn in_place(bytes: &[u8], batch: usize) -> Result<Vec<Ref>, TraceError> {
+        let f = file_with(bytes);
+        let mut r = MappedBinaryReader::new(f.as_file(), "m.bin")?;
+        let mut scratch = Vec::with_capacity(batch);
+        let mut all = Vec::new();
+        loop {
+            let refs = r.next_refs(&mut scratch)?;
+            if refs.is_empty() {
+                return Ok(all);
+            }
+            assert!(refs.len() <= batch);
+            all.extend_from_slice(refs);
+        }
+    }
+
+    #[test]
+    fn in_place_batches_read_what_copied_batches_read() {
+        let want = refs(5000);
+        let bytes = encoded(&want);
+        assert_eq!(in_place(&bytes, 1024).unwrap(), want);
+        assert_eq!(in_place(&bytes, 7).unwrap(), want);
+        let mut bad = bytes.clone();
+        bad[BINARY_HEADER_LEN + 4000 * BINARY_RECORD_LEN + 14] = 4;
+        assert_eq!(
+            in_place(&bad, 1024).unwrap_err().to_string(),
+            mapped(&bad).unwrap_err().to_string()
+        );
     }
 
     #[test]
