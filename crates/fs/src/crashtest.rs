@@ -18,21 +18,21 @@
 //! returned only the state after. Since each batch starts from a durable state holding
 //! every earlier acknowledged batch, this is "a prefix of the batches that includes every
 //! acknowledged one". Identical images (the same crash image recurs at many points) are
-//! judged once.
+//! judged once. Some images whose recovery replays the log are booted on a machine of
+//! their own and that recovery is explored the same way: a crash while recovering must
+//! recover again to the same state.
 //!
 //! A broken [`Protocol`] (a [`crate::redo::Fault`]) must make the exploration fail:
 //! that is the evidence that it would catch a real bug.
 
+pub mod oracle;
 pub mod snapshot;
 pub mod workload;
-
-use std::collections::HashMap;
 
 use pmlab_model::{
     ChaosConfig, CrashImage, ExploreOptions, Granularity, Machine, MachineConfig, PendingChoice,
     PointKind,
 };
-use pmlab_spine::{Memory, VecMemory};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use thiserror::Error;
@@ -40,12 +40,12 @@ use thiserror::Error;
 use crate::apply::{Authority, apply_batch, domain_for};
 use crate::domain::Domain;
 use crate::error::FsError;
-use crate::fsck::{Severity, fsck};
 use crate::journal::{decode_batch, encode_batch};
 use crate::layout::{Params, Superblock};
 use crate::mkfs::{RootOwner, mkfs};
 use crate::redo::{self, Protocol};
-use snapshot::{ImageRead, Snapshot, first_difference};
+use oracle::{Oracle, Recovered};
+use snapshot::{ImageRead, first_difference};
 use workload::{DIR_MODE, FILE_MODES, OP_NAMES, Workload};
 
 /// How a crash test runs.
@@ -77,6 +77,9 @@ pub struct Config {
     pub protocol: Protocol,
     /// Stop exploring after this many failures.
     pub max_failures: usize,
+    /// Per batch, how many crash images whose recovery replays the log are booted on a
+    /// machine of their own, with that recovery explored crash point by crash point.
+    pub recovery_crashes: usize,
 }
 
 impl Config {
@@ -93,6 +96,7 @@ impl Config {
             stride: 1,
             protocol: Protocol::CORRECT,
             max_failures: 8,
+            recovery_crashes: 1,
         }
     }
 
@@ -136,6 +140,18 @@ pub struct Failure {
     pub message: String,
 }
 
+impl Failure {
+    fn of(batch: usize, f: pmlab_model::CrashFailure, context: &str) -> Failure {
+        Failure {
+            batch,
+            boundary: f.boundary,
+            kind: f.kind,
+            applied: f.applied,
+            message: format!("{context}{}", f.message),
+        }
+    }
+}
+
 /// What a crash test explored and found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
@@ -157,6 +173,10 @@ pub struct Report {
     pub recovered_before: usize,
     /// Distinct images that recovered to the state after their batch.
     pub recovered_after: usize,
+    /// Crash points explored in recoveries (see [`Config::recovery_crashes`]).
+    pub recovery_points: usize,
+    /// Crash images of those recoveries handed to the oracle.
+    pub recovery_images: usize,
     /// Rejected images (up to the configured limit).
     pub failures: Vec<Failure>,
 }
@@ -189,6 +209,11 @@ impl std::fmt::Display for Report {
             self.distinct_images,
             self.recovered_before,
             self.recovered_after
+        )?;
+        writeln!(
+            f,
+            "recoveries crashed in turn: {} crash points, {} crash images",
+            self.recovery_points, self.recovery_images
         )?;
         if self.failures.is_empty() {
             return write!(f, "no failures");
@@ -319,60 +344,42 @@ fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], u64), CrashTest
     Ok((m, sb, domains, seq))
 }
 
-/// Which committed state a crash image recovered to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Recovered {
-    Before,
-    After,
-}
-
-/// Recovers a crash image as the service does when it starts, checks it with fsck and
-/// says which of `before` and `after` it equals.
-fn judge(
-    bytes: &[u8],
-    protocol: Protocol,
-    before: &Snapshot,
-    after: &Snapshot,
-) -> Result<Recovered, String> {
-    let mut mem = VecMemory::new(bytes.len());
-    mem.write(0, bytes).map_err(|e| e.to_string())?;
-    let sb = Superblock::read(&mut mem).map_err(|e| format!("superblock: {e}"))?;
-    redo::recover_with(&mut mem, &sb, protocol).map_err(|e| format!("recovery: {e}"))?;
-    let report = fsck(&mut mem).map_err(|e| format!("fsck refused the volume: {e}"))?;
-    if let Some(f) = report
-        .findings
-        .iter()
-        .find(|f| f.severity == Severity::Error)
-    {
-        let n = report.findings.len();
-        return Err(format!("fsck after recovery: {f} ({n} findings)"));
-    }
-    let got = snapshot::read(&mut ImageRead(mem.bytes())).map_err(|e| format!("namespace: {e}"))?;
-    if got == *after {
-        return Ok(Recovered::After);
-    }
-    if got == *before {
-        return Ok(Recovered::Before);
-    }
-    Err(format!(
-        "the batch is half visible: against the state before it {}; against the state after it {}",
-        first_difference(&got, before).unwrap_or_default(),
-        first_difference(&got, after).unwrap_or_default()
-    ))
-}
-
-/// A 64-bit fingerprint of an image (two CRC-32s with different starting values):
-/// identical crash images recur at many points and are judged once.
-fn fingerprint(bytes: &[u8]) -> u64 {
-    let mut a = crc32fast::Hasher::new();
-    a.update(bytes);
-    let mut b = crc32fast::Hasher::new_with_initial(0x5eed_c0de);
-    b.update(bytes);
-    (u64::from(a.finalize()) << 32) | u64::from(b.finalize())
+/// Explores a crash during the recovery of `image` (whose log holds a committed
+/// transaction of batch `batch`): the machine boots with the image, recovery runs while
+/// recorded, and every crash image of that run must recover again to `want`. Returns
+/// the crash points and images explored, and the failures.
+fn explore_recovery(
+    cfg: &Config,
+    opts: &ExploreOptions,
+    oracle: &mut Oracle<'_>,
+    batch: usize,
+    image: Vec<u8>,
+    want: Recovered,
+) -> Result<(usize, usize, Vec<Failure>), CrashTestError> {
+    let mut m = Machine::with_image(machine_config(cfg), image)?;
+    let protocol = cfg.protocol;
+    let (res, rec) = m.record(|m| -> crate::Result<()> {
+        let sb = Superblock::read(m)?;
+        redo::recover_with(m, &sb, protocol)?;
+        Ok(())
+    });
+    res?;
+    let explored = rec.explore(opts, |c| match oracle.judge(c.bytes)?.state {
+        s if s == want => Ok(()),
+        s => Err(format!(
+            "a crash while recovering a committed batch (which recovered to {want:?}) recovers to {s:?}"
+        )),
+    });
+    let failures = explored
+        .failures
+        .into_iter()
+        .map(|f| Failure::of(batch, f, "during recovery: "))
+        .collect();
+    Ok((explored.points, explored.images, failures))
 }
 
 /// Runs a crash test: builds the volume, commits `cfg.batches` seeded batches and
-/// explores every crash point of each.
+/// explores every crash point of each (and of the recovery of some of their images).
 pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
     let (mut m, sb, domains, mut seq) = build(cfg)?;
     let mut workload = Workload::new(sb.inode_count, sb.domain_pages, domains);
@@ -414,37 +421,39 @@ pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
         for k in kinds {
             report.ops_by_kind[k] += 1;
         }
-        let mut seen: HashMap<u64, Result<Recovered, String>> = HashMap::new();
+        let mut oracle = Oracle::new(cfg.protocol, &before, &after);
+        // Images whose recovery replays the log, to crash that recovery in turn.
+        let mut replays: Vec<(Vec<u8>, Recovered)> = Vec::new();
         let explored = rec.explore(&opts, |c: &CrashImage<'_>| {
-            let verdict = seen
-                .entry(fingerprint(c.bytes))
-                .or_insert_with(|| judge(c.bytes, cfg.protocol, &before, &after))
-                .clone()?;
+            let v = oracle.judge(c.bytes)?;
+            if v.replayed && replays.len() < cfg.recovery_crashes {
+                replays.push((c.bytes.to_vec(), v.state));
+            }
             // The commit returned at the end of the recording: the batch is acknowledged.
-            if c.kind == PointKind::End && verdict != Recovered::After {
+            if c.kind == PointKind::End && v.state != Recovered::After {
                 return Err("the commit returned (the batch was acknowledged) but the crash image recovers to the state before it".into());
             }
             Ok(())
         });
         report.points += explored.points;
         report.images += explored.images;
-        report.distinct_images += seen.len();
-        for v in seen.values() {
-            match v {
-                Ok(Recovered::Before) => report.recovered_before += 1,
-                Ok(Recovered::After) => report.recovered_after += 1,
-                Err(_) => {}
-            }
-        }
-        report
+        let mut failures: Vec<Failure> = explored
             .failures
-            .extend(explored.failures.into_iter().map(|f| Failure {
-                batch,
-                boundary: f.boundary,
-                kind: f.kind,
-                applied: f.applied,
-                message: f.message,
-            }));
+            .into_iter()
+            .map(|f| Failure::of(batch, f, ""))
+            .collect();
+        for (image, want) in replays {
+            let (points, images, more) =
+                explore_recovery(cfg, &opts, &mut oracle, batch, image, want)?;
+            report.recovery_points += points;
+            report.recovery_images += images;
+            failures.extend(more);
+        }
+        let (distinct, b, a) = oracle.counts();
+        report.distinct_images += distinct;
+        report.recovered_before += b;
+        report.recovered_after += a;
+        report.failures.extend(failures);
         if report.failures.len() >= cfg.max_failures {
             break;
         }

@@ -12,12 +12,13 @@ fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
     for (seed, cache_lines) in [(1, 1024), (2, 8)] {
         let cfg = Config {
             cache_lines,
+            batches: 12,
             ..Config::small(seed)
         };
         let report = crashtest::run(&cfg).unwrap();
         eprintln!("seed {seed}, {cache_lines}-line cache:\n{report}");
         assert!(report.passed(), "seed {seed}: {report}");
-        assert_eq!(report.batches, Config::small(seed).batches);
+        assert_eq!(report.batches, cfg.batches);
         // The exploration must reach both outcomes of a crash mid-commit.
         assert!(
             report.recovered_before > 0 && report.recovered_after > 0,
@@ -32,7 +33,7 @@ fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
 fn caught(protocol: Protocol) -> crashtest::Report {
     let cfg = Config {
         protocol,
-        batches: 10,
+        batches: 6,
         ..Config::small(1)
     };
     crashtest::run(&cfg).unwrap()

@@ -74,6 +74,9 @@ pub struct Workload {
 pub const OP_NAMES: [&str; 8] = [
     "create", "mkdir", "extend", "truncate", "rename", "link", "unlink", "rmdir",
 ];
+/// Relative odds of each kind in [`OP_NAMES`]: files are created, written and removed
+/// more often than directories, as in the metadata mix of file-system benchmarks.
+const OP_WEIGHTS: [u32; 8] = [4, 1, 4, 1, 2, 1, 2, 1];
 
 impl Workload {
     /// A model of an empty volume with `inodes` inodes, `domain_pages` data pages per
@@ -130,7 +133,15 @@ impl Workload {
         let mut ops = Vec::with_capacity(n);
         let mut kinds = Vec::with_capacity(n);
         while ops.len() < n {
-            let kind = rng.gen_range(0..OP_NAMES.len());
+            let mut x = rng.gen_range(0..OP_WEIGHTS.iter().sum::<u32>());
+            let kind = OP_WEIGHTS
+                .iter()
+                .position(|w| {
+                    let hit = x < *w;
+                    x = x.saturating_sub(*w);
+                    hit
+                })
+                .unwrap_or(0);
             let drawn = match kind {
                 0 => self.create(rng, false),
                 1 => self.create(rng, true),
