@@ -1,0 +1,122 @@
+//! Webproxy on KVFS (the paper's §6.3): the personality's file operations mapped onto
+//! put/get/erase in one flat directory. `createfile` + `appendfilerand` + `closefile`
+//! becomes one put of the appended bytes, `openfile` + `readwholefile` + `closefile`
+//! one get (which copies the whole object into the caller's buffer), `deletefile` an
+//! erase. The fileset, its sizes and the picks are the same as on the other targets,
+//! drawn from the same seed.
+
+use pmlab_fs::kvfs::Kvfs;
+use pmlab_fs::{FsError, Result};
+
+use super::filebench::{Fileset, Target};
+
+/// A KVFS store driven by FileBench's flowops.
+pub struct KvTarget {
+    kv: Kvfs,
+    /// The object being built by createfile/appendfilerand, and its length so far.
+    pending: Option<(usize, usize)>,
+    value: Vec<u8>,
+    got: usize,
+}
+
+fn key(k: usize) -> String {
+    format!("f{k}")
+}
+
+fn unsupported(what: &str) -> FsError {
+    FsError::WrongKind(format!(
+        "KVFS has no {what}: the personality does not fit put/get/erase"
+    ))
+}
+
+impl KvTarget {
+    /// Drives `kv`; values are at most `max_value` bytes.
+    pub fn new(kv: Kvfs, max_value: usize) -> KvTarget {
+        KvTarget {
+            kv,
+            pending: None,
+            value: vec![0x3c; max_value],
+            got: 0,
+        }
+    }
+
+    /// Bytes returned by gets so far (keeps the copies observable).
+    pub fn bytes_read(&self) -> usize {
+        self.got
+    }
+
+    fn put(&mut self, k: usize, len: usize) -> Result<()> {
+        let len = len.min(self.value.len());
+        self.kv.put(&key(k), &self.value[..len])
+    }
+}
+
+impl Target for KvTarget {
+    fn name(&self) -> String {
+        "KVFS".into()
+    }
+    fn populate(&mut self, set: &Fileset, log: Option<(&str, u64)>) -> Result<()> {
+        if log.is_some() {
+            return Err(unsupported("log file"));
+        }
+        for &k in set.existing() {
+            self.put(k, set.sizes[k] as usize)?;
+        }
+        self.kv.sync()
+    }
+    fn create(&mut self, _set: &Fileset, k: usize) -> Result<()> {
+        self.pending = Some((k, 0));
+        Ok(())
+    }
+    fn write_whole(&mut self, size: u64, _iosize: u64) -> Result<()> {
+        match &mut self.pending {
+            Some((_, len)) => *len = size as usize,
+            None => return Err(unsupported("in-place write")),
+        }
+        Ok(())
+    }
+    fn append(&mut self, n: u64) -> Result<()> {
+        match &mut self.pending {
+            Some((_, len)) => *len += n as usize,
+            None => return Err(unsupported("append to an existing object")),
+        }
+        Ok(())
+    }
+    fn close(&mut self) -> Result<()> {
+        if let Some((k, len)) = self.pending.take() {
+            self.put(k, len)?;
+        }
+        Ok(())
+    }
+    fn open(&mut self, _set: &Fileset, k: usize) -> Result<()> {
+        let v = self
+            .kv
+            .get(&key(k))?
+            .ok_or_else(|| FsError::NotFound(key(k)))?;
+        self.got += v.len();
+        Ok(())
+    }
+    fn read_whole(&mut self, _iosize: u64) -> Result<()> {
+        // The get in `open` already copied the whole object.
+        Ok(())
+    }
+    fn delete(&mut self, _set: &Fileset, k: usize) -> Result<()> {
+        if self.kv.erase(&key(k))? {
+            Ok(())
+        } else {
+            Err(FsError::NotFound(key(k)))
+        }
+    }
+    fn stat(&mut self, _set: &Fileset, _k: usize) -> Result<()> {
+        Err(unsupported("stat"))
+    }
+    fn fsync(&mut self) -> Result<()> {
+        Err(unsupported("fsync of an open file"))
+    }
+    fn append_log(&mut self, _n: u64) -> Result<()> {
+        Err(unsupported("log file"))
+    }
+    fn finish(&mut self) -> Result<()> {
+        self.kv.sync()
+    }
+}

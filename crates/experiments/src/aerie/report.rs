@@ -1,0 +1,340 @@
+//! The reproduction's tables beside the paper's figures, the issue's targets, and the
+//! files they are written to.
+
+use std::fmt;
+
+use pmlab_fs::bench::{median, table2::OPS};
+use pmlab_report::{BarPlot, Table, write_json};
+use serde::Serialize;
+
+use super::filebench::Personality;
+use super::paper;
+use super::{AerieError, Config, Measurements};
+
+/// One of the issue's targets and how the measurement compares.
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetCheck {
+    /// What is compared.
+    pub target: String,
+    /// The measured ratio.
+    pub measured: f64,
+    /// The bound.
+    pub bound: String,
+    /// Whether the measurement meets it.
+    pub pass: bool,
+}
+
+/// The finished reproduction.
+#[derive(Serialize)]
+pub struct Report {
+    /// Lines printed above the tables (mode, sizes, substrate).
+    pub preamble: Vec<String>,
+    /// Table 2 analog, Figure 2 analog, targets.
+    pub tables: Vec<Table>,
+    /// The targets, checked.
+    pub targets: Vec<TargetCheck>,
+    /// Every sample.
+    pub measurements: Measurements,
+}
+
+fn us(x: f64) -> String {
+    if x.is_nan() {
+        "-".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn ratio(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        "-".into()
+    }
+}
+
+impl Report {
+    /// Medians of Table 2 per operation (in `OPS` order) for `system`; NaN if absent.
+    pub fn table2_median(&self, system: &str, op: usize) -> f64 {
+        self.measurements
+            .table2
+            .iter()
+            .find(|s| s.system == system)
+            .map_or(f64::NAN, |s| {
+                median(&s.samples.iter().map(|r| r[op]).collect::<Vec<_>>())
+            })
+    }
+
+    /// Median microseconds per iteration of `p` on `system`; NaN if absent.
+    pub fn filebench_median(&self, p: Personality, system: &str) -> f64 {
+        self.measurements
+            .filebench
+            .iter()
+            .find(|s| s.personality == p && s.system == system)
+            .map_or(f64::NAN, |s| median(&s.samples))
+    }
+
+    pub(crate) fn build(config: &Config, measurements: Measurements) -> Report {
+        let mut r = Report {
+            preamble: Vec::new(),
+            tables: Vec::new(),
+            targets: Vec::new(),
+            measurements,
+        };
+        let s = &config.table2;
+        r.preamble.push(format!(
+            "Aerie reproduction ({} mode): medians of {} repetitions, seed {} (xoshiro256++)",
+            config.mode, config.reps, config.seed
+        ));
+        r.preamble.push(format!(
+            "Table 2: {} MiB file ({} MiB at random), {} small files, {} appends; 4 KiB blocks",
+            s.file_bytes >> 20,
+            s.random_bytes >> 20,
+            s.files,
+            s.appends
+        ));
+        r.preamble.push(format!(
+            "tmpfs stands for the paper's RamFS; ext4 on a loop device over tmpfs for its ext3 on SCM-disk{}",
+            match &r.measurements.ext4_skipped {
+                Some(why) => format!(" (ext4 skipped: {why})"),
+                None => String::new(),
+            }
+        ));
+        r.preamble.push(if config.scm_write_model {
+            "SCM write model ON for pmlab's persists only (150 ns per written-back line, 4 GB/s); \
+             the kernel file systems run undelayed, unlike the paper's"
+                .into()
+        } else {
+            "SCM write model off: every system runs at DRAM speed (the paper delayed all of them)"
+                .into()
+        });
+        r.tables.push(r.table2());
+        r.tables.push(r.figure2());
+        r.targets = r.check_targets();
+        let mut t = Table::new(
+            "Targets (issue 3): measured ratio against the bound",
+            &["target", "measured", "bound", "result"],
+        );
+        for c in &r.targets {
+            t.row(vec![
+                c.target.clone(),
+                ratio(c.measured),
+                c.bound.clone(),
+                if c.pass { "PASS" } else { "SHORT" }.into(),
+            ]);
+        }
+        r.tables.push(t);
+        r
+    }
+
+    fn table2(&self) -> Table {
+        let mut t = Table::new(
+            "Table 2: latency of 4 KiB file operations (us per operation)",
+            &[
+                "operation",
+                "tmpfs",
+                "ext4",
+                "PXFS",
+                "PXFS/tmpfs",
+                "paper RamFS",
+                "paper ext3",
+                "paper PXFS",
+                "paper PXFS/RamFS",
+            ],
+        );
+        for (i, &(op, ram, ext3, px)) in paper::TABLE2.iter().enumerate() {
+            debug_assert_eq!(op, OPS[i]);
+            let (tm, e4, pf) = (
+                self.table2_median("tmpfs", i),
+                self.table2_median("ext4", i),
+                self.table2_median("PXFS", i),
+            );
+            t.row(vec![
+                op.into(),
+                us(tm),
+                us(e4),
+                us(pf),
+                ratio(pf / tm),
+                us(ram),
+                us(ext3),
+                us(px),
+                ratio(px / ram),
+            ]);
+        }
+        t.note(
+            "paper: Table 2 of §6.1 (RamFS, ext3 on SCM-disk and PXFS, all with SCM write delays)",
+        );
+        t
+    }
+
+    fn figure2(&self) -> Table {
+        let mut t = Table::new(
+            "Figure 2: latency of one workload iteration (us)",
+            &[
+                "workload",
+                "tmpfs",
+                "ext4",
+                "PXFS",
+                "KVFS",
+                "PXFS/tmpfs",
+                "paper PXFS/RamFS",
+                "KVFS/tmpfs",
+                "paper KVFS/RamFS",
+                "PXFS/ext4",
+                "paper PXFS/ext3",
+            ],
+        );
+        for &(name, px_ram, kv_ram) in &paper::FIGURE2_VS_RAMFS {
+            let Some(&p) = Personality::ALL.iter().find(|p| p.name() == name) else {
+                continue;
+            };
+            if !self
+                .measurements
+                .filebench
+                .iter()
+                .any(|s| s.personality == p)
+            {
+                continue;
+            }
+            let m = |s| self.filebench_median(p, s);
+            let (tm, e4, pf, kv) = (m("tmpfs"), m("ext4"), m("PXFS"), m("KVFS"));
+            let ext3 = paper::FIGURE2_PXFS_VS_EXT3
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|x| x.1);
+            let opt = |x: Option<f64>| x.map_or("-".into(), ratio);
+            t.row(vec![
+                name.into(),
+                us(tm),
+                us(e4),
+                us(pf),
+                us(kv),
+                ratio(pf / tm),
+                opt(px_ram),
+                ratio(kv / tm),
+                opt(kv_ram),
+                ratio(pf / e4),
+                opt(ext3),
+            ]);
+        }
+        for s in &self.measurements.filebench {
+            if s.system == "tmpfs" {
+                let p = &s.params;
+                t.note(format!(
+                    "{}: {} files, dir width {}, mean size {} KiB, I/O {} KiB, append <= {} KiB, {} iterations",
+                    s.personality.name(),
+                    p.nfiles,
+                    p.meandirwidth,
+                    p.meanfilesize >> 10,
+                    p.iosize >> 10,
+                    p.appendsize >> 10,
+                    p.iterations
+                ));
+            }
+        }
+        t.note("paper: §6.2-6.3 give Figure 2 as ratios only (PXFS 35% slower than RamFS on");
+        t.note("fileserver and webservice, equal on webproxy; KVFS 86% faster than RamFS)");
+        t
+    }
+
+    fn check_targets(&self) -> Vec<TargetCheck> {
+        let mut v = Vec::new();
+        let tm = self.filebench_median(Personality::Webproxy, "tmpfs");
+        let kv = self.filebench_median(Personality::Webproxy, "KVFS");
+        if tm.is_finite() && kv.is_finite() {
+            let speedup = tm / kv;
+            v.push(TargetCheck {
+                target: "webproxy: tmpfs / KVFS latency".into(),
+                measured: speedup,
+                bound: format!(">= {:.1}", paper::TARGET_KVFS_SPEEDUP),
+                pass: speedup >= paper::TARGET_KVFS_SPEEDUP,
+            });
+        }
+        for (i, op) in OPS.iter().enumerate() {
+            let bound = match *op {
+                "seq-read" | "seq-write" | "rand-read" | "rand-write" => paper::TARGET_RW_RATIO,
+                "open" | "create" => paper::TARGET_OPEN_CREATE_RATIO,
+                _ => continue,
+            };
+            let r = self.table2_median("PXFS", i) / self.table2_median("tmpfs", i);
+            if r.is_nan() {
+                continue;
+            }
+            v.push(TargetCheck {
+                target: format!("{op}: PXFS / tmpfs latency"),
+                measured: r,
+                bound: format!("<= {bound:.1}"),
+                pass: r <= bound,
+            });
+        }
+        v
+    }
+
+    /// Writes table2.csv, figure2.csv, targets.csv, aerie.json, table2.svg and
+    /// figure2.svg under `config.out_dir`.
+    pub fn write(&self, config: &Config) -> Result<(), AerieError> {
+        let dir = &config.out_dir;
+        for (t, n) in self.tables.iter().zip(["table2", "figure2", "targets"]) {
+            t.write_csv(&dir.join(format!("{n}.csv")))?;
+        }
+        write_json(&dir.join("aerie.json"), self)?;
+        let systems = ["tmpfs", "ext4", "PXFS"];
+        BarPlot {
+            title: "Table 2: 4 KiB operations".into(),
+            y_label: "us per operation".into(),
+            categories: OPS.iter().map(|s| s.to_string()).collect(),
+            series: systems
+                .iter()
+                .filter(|s| self.measurements.table2.iter().any(|t| &t.system == *s))
+                .map(|s| {
+                    (
+                        s.to_string(),
+                        (0..OPS.len()).map(|i| self.table2_median(s, i)).collect(),
+                    )
+                })
+                .collect(),
+        }
+        .write_svg(&dir.join("table2.svg"))?;
+        let ps: Vec<Personality> = Personality::ALL
+            .into_iter()
+            .filter(|p| {
+                self.measurements
+                    .filebench
+                    .iter()
+                    .any(|s| s.personality == *p)
+            })
+            .collect();
+        BarPlot {
+            title: "Figure 2: one workload iteration".into(),
+            y_label: "us per iteration".into(),
+            categories: ps.iter().map(|p| p.name().to_string()).collect(),
+            series: super::SYSTEMS
+                .iter()
+                .filter(|s| self.measurements.filebench.iter().any(|f| &f.system == *s))
+                .map(|s| {
+                    (
+                        s.to_string(),
+                        ps.iter().map(|&p| self.filebench_median(p, s)).collect(),
+                    )
+                })
+                .collect(),
+        }
+        .write_svg(&dir.join("figure2.svg"))?;
+        Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for l in &self.preamble {
+            writeln!(f, "{l}")?;
+        }
+        for t in &self.tables {
+            writeln!(f)?;
+            write!(f, "{t}")?;
+        }
+        Ok(())
+    }
+}
