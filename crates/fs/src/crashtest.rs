@@ -100,12 +100,14 @@ impl Config {
         }
     }
 
-    /// A longer run: more batches, bigger batches, more pending subsets per point.
+    /// A longer run: more and bigger batches, more pending subsets per crash point,
+    /// more recoveries crashed in turn.
     pub fn large(seed: u64) -> Config {
         Config {
-            batches: 200,
+            batches: 100,
             max_ops: 6,
-            pending_samples: 6,
+            pending_samples: 4,
+            recovery_crashes: 2,
             ..Config::small(seed)
         }
     }

@@ -317,3 +317,22 @@ pub fn recover_with<M: Memory + ?Sized>(
     }
     Ok(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocols_carry_their_faults_and_names() {
+        assert_eq!(Protocol::CORRECT.faults().count(), 0);
+        assert_eq!(Protocol::CORRECT.to_string(), "correct");
+        let p = Protocol::broken(Fault::SkipImageFence).with(Fault::HeaderOnlyChecksum);
+        assert!(p.has(Fault::SkipImageFence) && p.has(Fault::HeaderOnlyChecksum));
+        assert!(!p.has(Fault::SkipCommitFence));
+        assert_eq!(p.to_string(), "skip-image-fence+header-only-checksum");
+        for f in Fault::ALL {
+            assert_eq!(Fault::from_name(f.name()), Some(f));
+        }
+        assert_eq!(Fault::from_name("skip-everything"), None);
+    }
+}

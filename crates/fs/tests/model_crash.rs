@@ -63,13 +63,18 @@ fn one_defence_of_the_commit_mark_suffices() {
     }
 }
 
-/// A longer run for manual use: `cargo test -p pmlab-fs --release --test model_crash -- --ignored --nocapture`.
+/// A longer run for manual use:
+/// `cargo test -p pmlab-fs --test model_crash -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn large_run() {
-    for seed in 1..=3 {
-        let report = crashtest::run(&Config::large(seed)).unwrap();
-        eprintln!("large seed {seed}:\n{report}");
+    for (seed, cache_lines) in [(7, 1024), (8, 8)] {
+        let cfg = Config {
+            cache_lines,
+            ..Config::large(seed)
+        };
+        let report = crashtest::run(&cfg).unwrap();
+        eprintln!("large, seed {seed}, {cache_lines}-line cache:\n{report}");
         assert!(report.passed(), "{report}");
     }
 }
