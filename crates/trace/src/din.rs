@@ -326,6 +326,61 @@ mod tests {
     }
 
     #[test]
+    fn the_common_line_parser_agrees_with_the_general_one() {
+        // Lines near the common shape (type, blank, address, blank, size, end), each
+        // part drawn from right and wrong choices by a deterministic xorshift stream.
+        let kinds: [&[u8]; 6] = [b"r", b"W", b"i", b"m", b"c", b"rw"];
+        let blanks: [&[u8]; 4] = [b" ", b" ", b"  ", b"\t"];
+        let numbers: [&[u8]; 12] = [
+            b"0",
+            b"7",
+            b"1f",
+            b"ABC",
+            b"10f78d",
+            b"1fff000148",
+            b"0x40",
+            b"12345678",
+            b"123456789",
+            b"fffffffffffffff",
+            b"ffffffffffffffff",
+            b"1g",
+        ];
+        let ends: [&[u8]; 5] = [b"", b"", b" junk", b"\r", b" "];
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut pick = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as usize % n
+        };
+        let mut text = Vec::new();
+        for _ in 0..100_000 {
+            text.extend_from_slice(kinds[pick(kinds.len())]);
+            text.extend_from_slice(blanks[pick(blanks.len())]);
+            text.extend_from_slice(numbers[pick(numbers.len())]);
+            text.extend_from_slice(blanks[pick(blanks.len())]);
+            text.extend_from_slice(numbers[pick(numbers.len())]);
+            text.extend_from_slice(ends[pick(ends.len())]);
+            text.push(b'\n');
+        }
+        let (mut taken, mut pos) = (0, 0);
+        while pos + crate::dinfast::WINDOW < text.len() {
+            let mut fast_pos = pos;
+            let fast = parse_common_line(&text, &mut fast_pos);
+            let mut slow_pos = pos;
+            let slow = parse_extended(&text, &mut slow_pos);
+            if let Some(r) = fast {
+                assert_eq!((Ok(r), fast_pos), (slow, slow_pos), "at byte {pos}");
+                taken += 1;
+            } else {
+                assert_eq!(fast_pos, pos);
+            }
+            pos = text[pos..].iter().position(|&b| b == b'\n').unwrap() + pos + 1;
+        }
+        assert!(taken > 1000, "only {taken} common lines");
+    }
+
+    #[test]
     fn traditional_is_word_oriented_like_dinero() {
         let refs = read_trad("0 1003 junk\n1 0x20\n2 7\n3 ffff\n").unwrap();
         assert_eq!(

@@ -10,7 +10,7 @@
 //! parser's `Result` (whose error carries a `String`) through memory, then copying the
 //! reference out of it, cost as much as the parsing.
 
-use crate::hex::hex_word;
+use crate::hex::{HEX_VALUE, INVALID, hex_word};
 use crate::{Kind, Ref};
 
 /// The kind of each access letter (`r w i m`, either case), or `NOT_A_KIND`.
@@ -47,7 +47,13 @@ pub(crate) fn parse_common_line(buf: &[u8], pos: &mut usize) -> Option<Ref> {
     if line[size_at - 1] != b' ' {
         return None;
     }
-    let (size, size_digits) = hex_word(word(line, size_at));
+    // Most sizes are one digit: take those without the word arithmetic.
+    let first = HEX_VALUE[line[size_at] as usize];
+    let (size, size_digits) = if first != INVALID && line[size_at + 1] == b'\n' {
+        (u64::from(first), 1)
+    } else {
+        hex_word(word(line, size_at))
+    };
     let end = size_at + size_digits;
     if size_digits == 0 || size == 0 || line[end] != b'\n' {
         return None;

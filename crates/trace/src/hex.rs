@@ -3,7 +3,7 @@
 //! separate tokenising for every one of tens of millions of lines.
 
 /// Digit value of every byte, or `INVALID` for non-hex bytes.
-const HEX_VALUE: [u8; 256] = {
+pub(crate) const HEX_VALUE: [u8; 256] = {
     let mut table = [INVALID; 256];
     let mut i = 0;
     while i < 10 {
@@ -19,7 +19,8 @@ const HEX_VALUE: [u8; 256] = {
     table
 };
 
-const INVALID: u8 = 0xff;
+/// [`HEX_VALUE`] of a byte that is not a hex digit.
+pub(crate) const INVALID: u8 = 0xff;
 
 /// Why a number field did not scan.
 #[derive(Debug, PartialEq, Eq)]

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 #[derive(clap::Args)]
 pub struct Args {
     /// Trace to run (any format and compression the trace crate reads); it is converted
-    /// to din text and to pmlab's binary format in a temporary directory first.
+    /// to din text and to pmlab's binary format (uncompressed) in /dev/shm (or the
+    /// temporary directory) first.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/validation/dinero/traces/sort.din.xz"))]
     trace: PathBuf,
     /// Path of a Dinero IV binary (`dineroIV`) to time on the same trace and configurations.
@@ -104,10 +105,22 @@ fn prepare(trace: &Path, dir: &Path) -> anyhow::Result<u64> {
     Ok(refs.len() as u64)
 }
 
+/// Where the converted traces go: `/dev/shm` (memory) when there is one, so that both
+/// programs read from memory and the disk's write-back of the freshly written traces
+/// does not run during the measurements; the temporary directory otherwise.
+fn scratch_root() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 /// Runs `pmlab bench`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.reps >= 1, "--reps: must be at least 1");
-    let dir = std::env::temp_dir().join(format!("pmlab-bench-{}", std::process::id()));
+    let dir = scratch_root().join(format!("pmlab-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = run_in(&args, &dir);
     let _ = std::fs::remove_dir_all(&dir);
