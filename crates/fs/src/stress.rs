@@ -1,11 +1,22 @@
 //! `pmlab fs stress`: client processes run a seeded random workload while the driver
 //! kills clients and the service itself with SIGKILL; after every kill the volume is
-//! recovered (the service's start-up replays its log and reclaims orphans) and must
-//! pass fsck with no error.
+//! recovered (the service's start-up replays its log and reclaims orphans), must pass
+//! fsck with no error, and must keep every promise in the clients' fsync oracle logs
+//! ([`oracle`]): what an fsync acknowledged is there, byte for byte, unless a later
+//! operation changed it, and nothing is half-visible.
+//!
+//! Each client works alone in its own directory (`/c<i>`, kept across rounds, so that
+//! promises made in one round are checked after every later kill too). The oracle logs
+//! live beside the volume, in `<volume>.oracle/`, one per client and round.
 //!
 //! Every random choice comes from xoshiro256++ (`rand_xoshiro::Xoshiro256PlusPlus`)
 //! seeded from the run's seed, so a run is reproducible up to the timing of the kills.
 
+pub mod oracle;
+pub mod worker;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,8 +25,156 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::error::{FsError, Result};
-use crate::pxfs::{OpenFlags, Pxfs};
+use crate::pxfs::Pxfs;
 use crate::service;
+pub use oracle::{Expectations, State, Violation};
+pub use worker::{WorkerArgs, worker};
+
+/// How the driver starts the processes it kills.
+#[derive(Clone, Debug)]
+pub enum Launcher {
+    /// The `pmlab` executable: `pmlab fs serve` and `pmlab fs stress-worker`.
+    Pmlab(PathBuf),
+    /// A test executable re-running one of its tests, which calls [`Role::from_env`]
+    /// and [`run_role`]: tests cannot build the `pmlab` binary, so the role travels in
+    /// the environment variable [`ROLE_ENV`].
+    TestBinary {
+        /// The test executable.
+        exe: PathBuf,
+        /// The name of the test that runs the role.
+        test: String,
+    },
+}
+
+/// The environment variable carrying a [`Role`] to a [`Launcher::TestBinary`] child.
+pub const ROLE_ENV: &str = "PMLAB_FS_STRESS_ROLE";
+
+/// A process the driver starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The trusted service of `volume` on `socket`.
+    Serve {
+        /// The volume directory.
+        volume: PathBuf,
+        /// The socket to listen on.
+        socket: PathBuf,
+    },
+    /// One client.
+    Worker {
+        /// The service's socket.
+        socket: PathBuf,
+        /// The workload's seed.
+        seed: u64,
+        /// The client's own directory in the volume.
+        dir: String,
+        /// Its oracle log.
+        oracle: PathBuf,
+    },
+}
+
+impl Role {
+    /// The role a [`Launcher::TestBinary`] child was started for, if any: one field per
+    /// line (`serve`, volume, socket or `worker`, socket, seed, dir, oracle).
+    pub fn from_env() -> Option<Role> {
+        let text = std::env::var_os(ROLE_ENV)?.into_string().ok()?;
+        let f: Vec<&str> = text.split('\n').collect();
+        match f.as_slice() {
+            ["serve", volume, socket] => Some(Role::Serve {
+                volume: volume.into(),
+                socket: socket.into(),
+            }),
+            ["worker", socket, seed, dir, oracle] => Some(Role::Worker {
+                socket: socket.into(),
+                seed: seed.parse().ok()?,
+                dir: dir.to_string(),
+                oracle: oracle.into(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn to_env(&self) -> OsString {
+        let fields: Vec<String> = match self {
+            Role::Serve { volume, socket } => vec![
+                "serve".into(),
+                volume.display().to_string(),
+                socket.display().to_string(),
+            ],
+            Role::Worker {
+                socket,
+                seed,
+                dir,
+                oracle,
+            } => vec![
+                "worker".into(),
+                socket.display().to_string(),
+                seed.to_string(),
+                dir.clone(),
+                oracle.display().to_string(),
+            ],
+        };
+        fields.join("\n").into()
+    }
+
+    fn command(&self, launcher: &Launcher) -> Command {
+        match launcher {
+            Launcher::TestBinary { exe, test } => {
+                let mut c = Command::new(exe);
+                c.args(["--exact", test.as_str(), "--nocapture", "--test-threads=1"])
+                    .env(ROLE_ENV, self.to_env());
+                c
+            }
+            Launcher::Pmlab(exe) => {
+                let mut c = Command::new(exe);
+                match self {
+                    Role::Serve { volume, socket } => {
+                        c.args(["fs", "serve"])
+                            .arg(volume)
+                            .arg("--socket")
+                            .arg(socket);
+                    }
+                    Role::Worker {
+                        socket,
+                        seed,
+                        dir,
+                        oracle,
+                    } => {
+                        c.args(["fs", "stress-worker", "--socket"])
+                            .arg(socket)
+                            .arg("--seed")
+                            .arg(seed.to_string())
+                            .arg("--dir")
+                            .arg(dir)
+                            .arg("--oracle")
+                            .arg(oracle);
+                    }
+                }
+                c
+            }
+        }
+    }
+}
+
+/// Runs a role in this process (the child side of [`Launcher::TestBinary`]). The service
+/// runs until it is killed; a worker until its service goes away.
+pub fn run_role(role: &Role) -> Result<()> {
+    match role {
+        Role::Serve { volume, socket } => {
+            service::serve(volume, socket, service::Config::default())
+        }
+        Role::Worker {
+            socket,
+            seed,
+            dir,
+            oracle,
+        } => worker(&WorkerArgs {
+            socket: socket.clone(),
+            seed: *seed,
+            dir: dir.clone(),
+            oracle: oracle.clone(),
+        }),
+    }
+}
 
 /// What a stress run does.
 #[derive(Clone, Debug)]
@@ -29,8 +188,8 @@ pub struct Config {
     pub clients: u32,
     /// Seed of the run.
     pub seed: u64,
-    /// The `pmlab` executable (spawned as `fs serve` and as `fs stress-worker`).
-    pub exe: PathBuf,
+    /// How to start the service and the clients.
+    pub launcher: Launcher,
 }
 
 /// What one round saw.
@@ -46,53 +205,38 @@ pub struct Round {
     pub summary: crate::fsck::Summary,
     /// fsck's notes before recovery (a committed transaction in the log, orphans).
     pub notes_before_recovery: usize,
+    /// fsync acknowledgements the clients logged this round.
+    pub acks: usize,
+    /// Paths in the clients' directories checked against the oracle.
+    pub checked: usize,
 }
 
-/// The workload of one client process: random namespace and data operations in its own
-/// directory and a shared one, until the connection fails.
-pub fn worker(socket: &Path, seed: u64) -> Result<()> {
-    let fs = Pxfs::mount(socket)?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mine = format!("/w{seed}");
-    let _ = fs.mkdir("/shared", 0o777);
-    let _ = fs.mkdir(&mine, 0o755);
-    loop {
-        let dir = if rng.gen_bool(0.3) {
-            "/shared".to_string()
-        } else {
-            mine.clone()
-        };
-        let path = format!("{dir}/n{}", rng.gen_range(0..24));
-        let r = match rng.gen_range(0..10) {
-            0..=3 => fs.create(&path, 0o644).and_then(|fd| {
-                let len = rng.gen_range(0..20_000);
-                fs.write(fd, &vec![seed as u8; len])?;
-                fs.close(fd)
-            }),
-            4 => fs.unlink(&path),
-            5 => fs.rename(&path, &format!("{dir}/n{}", rng.gen_range(0..24))),
-            6 => fs.mkdir(&format!("{path}d"), 0o755),
-            7 => fs.rmdir(&format!("{path}d")),
-            8 => fs.open(&path, OpenFlags::default()).and_then(|fd| {
-                let mut b = vec![0u8; 4096];
-                fs.read(fd, &mut b)?;
-                fs.close(fd)
-            }),
-            _ => fs.sync(),
-        };
-        match r {
-            Ok(()) => {}
-            // Races with other clients are expected; a lost service is the end.
-            Err(
-                FsError::NotFound(_)
-                | FsError::Exists(_)
-                | FsError::NotEmpty(_)
-                | FsError::WrongKind(_),
-            ) => {}
-            Err(FsError::Refused(e)) if e.contains("batch rejected") => {}
-            Err(e) => return Err(e),
+/// Directory of the oracle logs of the run on `volume`.
+pub fn oracle_dir(volume: &Path) -> PathBuf {
+    volume.with_extension("oracle")
+}
+
+/// Every client directory's contents, read through a client of a service started (and
+/// so recovered) in this process.
+fn read_back(volume: &Path, sock: &Path, clients: u32) -> Result<BTreeMap<String, State>> {
+    let _ = std::fs::remove_file(sock);
+    let svc = service::spawn(volume, sock, service::Config::default())?;
+    let read = (|| {
+        let fs = Pxfs::mount(sock)?;
+        let mut all = BTreeMap::new();
+        for i in 0..clients {
+            let dir = format!("/c{i}");
+            match fs.mkdir(&dir, 0o755) {
+                Ok(()) => fs.sync()?,
+                Err(FsError::Exists(_)) => {}
+                Err(e) => return Err(e),
+            }
+            all.extend(oracle::scan(&fs, &dir)?);
         }
-    }
+        Ok(all)
+    })();
+    svc.stop()?;
+    read
 }
 
 fn kill(c: &mut Child) {
@@ -100,7 +244,8 @@ fn kill(c: &mut Child) {
     let _ = c.wait();
 }
 
-/// Runs the stress test; returns one report per round, or the first fsck failure.
+/// Runs the stress test; returns one report per round, or the first fsck failure or
+/// broken oracle promise.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>> {
     if !cfg.volume.exists() {
         crate::volume::create(
@@ -110,15 +255,20 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
         )?;
     }
     let sock = cfg.volume.with_extension("sock");
+    let logs = oracle_dir(&cfg.volume);
+    std::fs::create_dir_all(&logs)
+        .map_err(|e| FsError::io(format!("mkdir {}", logs.display()), e))?;
+    let mut checked = read_back(&cfg.volume, &sock, cfg.clients)?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
     let mut rounds = Vec::new();
     for round in 0..cfg.kills {
         let _ = std::fs::remove_file(&sock);
-        let mut svc = Command::new(&cfg.exe)
-            .args(["fs", "serve"])
-            .arg(&cfg.volume)
-            .arg("--socket")
-            .arg(&sock)
+        let serve = Role::Serve {
+            volume: cfg.volume.clone(),
+            socket: sock.clone(),
+        };
+        let mut svc = serve
+            .command(&cfg.launcher)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -131,17 +281,20 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        let log_of = |i: u32| logs.join(format!("r{round}.c{i}.log"));
         let mut workers: Vec<Child> = (0..cfg.clients)
             .map(|i| {
-                Command::new(&cfg.exe)
-                    .args(["fs", "stress-worker", "--socket"])
-                    .arg(&sock)
-                    .arg("--seed")
-                    .arg((cfg.seed.wrapping_mul(1000) + round as u64 * 100 + i as u64).to_string())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .map_err(|e| FsError::io("spawn a worker", e))
+                Role::Worker {
+                    socket: sock.clone(),
+                    seed: cfg.seed.wrapping_mul(1000) + round as u64 * 100 + i as u64,
+                    dir: format!("/c{i}"),
+                    oracle: log_of(i),
+                }
+                .command(&cfg.launcher)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| FsError::io("spawn a worker", e))
             })
             .collect::<Result<_>>()?;
         let ran_ms = rng.gen_range(50..400);
@@ -169,9 +322,9 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
                     .count()
             })
             .unwrap_or(0);
-        // Recovery is what the service does when it starts.
-        let _ = std::fs::remove_file(&sock);
-        service::spawn(&cfg.volume, &sock, service::Config::default())?.stop()?;
+        // Recovery is what the service does when it starts; the oracle reads the
+        // clients' directories back through it.
+        let actual = read_back(&cfg.volume, &sock, cfg.clients)?;
         let report = crate::fsck::fsck_volume(&cfg.volume)?;
         if !report.clean() {
             let text: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
@@ -181,13 +334,36 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
                 why: format!("round {round} (killed {killed}):\n{}", text.join("\n")),
             });
         }
+        let mut expect = Expectations::new(&checked);
+        for i in 0..cfg.clients {
+            expect.apply_log(&log_of(i))?;
+        }
+        let broken = expect.check(&actual);
+        if !broken.is_empty() {
+            let text: Vec<String> = broken.iter().map(|v| v.to_string()).collect();
+            return Err(FsError::Corrupt {
+                what: "fsync oracle",
+                at: crate::error::Location { page: 0, offset: 0 },
+                why: format!(
+                    "round {round} (killed {killed}), logs kept in {}:\n{}",
+                    logs.display(),
+                    text.join("\n")
+                ),
+            });
+        }
+        for i in 0..cfg.clients {
+            let _ = std::fs::remove_file(log_of(i));
+        }
         let r = Round {
             round,
             killed,
             ran_ms,
             summary: report.summary,
             notes_before_recovery: before,
+            acks: expect.acks(),
+            checked: actual.len(),
         };
+        checked = actual;
         progress(&r);
         rounds.push(r);
     }

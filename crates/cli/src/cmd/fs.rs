@@ -47,7 +47,8 @@ enum Cmd {
         volume: PathBuf,
     },
     /// Kill client processes and the service at random points (SIGKILL) while a seeded
-    /// workload runs; after each kill the volume must recover and pass fsck.
+    /// workload runs; after each kill the volume must recover, pass fsck, and keep every
+    /// promise of the clients' fsync oracle logs (kept in `<volume>.oracle/`).
     Stress {
         /// The volume directory (created if missing).
         volume: PathBuf,
@@ -86,6 +87,12 @@ enum Cmd {
         /// Seed of this client's workload.
         #[arg(long)]
         seed: u64,
+        /// The client's own directory in the volume (it must exist).
+        #[arg(long)]
+        dir: String,
+        /// The oracle log to append to.
+        #[arg(long)]
+        oracle: PathBuf,
     },
     /// Run the trusted service for a volume on a Unix socket.
     Serve {
@@ -179,12 +186,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 kills,
                 clients,
                 seed,
-                exe: std::env::current_exe().context("locating the pmlab executable")?,
+                launcher: pmlab_fs::stress::Launcher::Pmlab(
+                    std::env::current_exe().context("locating the pmlab executable")?,
+                ),
             };
-            println!("round  killed     ran(ms)  notes  dirs  files  meta-pages  data-pages");
+            println!(
+                "round  killed     ran(ms)  notes  dirs  files  meta-pages  data-pages  acks  checked"
+            );
+            let t0 = std::time::Instant::now();
             let rounds = pmlab_fs::stress::run(&cfg, |r| {
                 println!(
-                    "{:>5}  {:<9}  {:>7}  {:>5}  {:>4}  {:>5}  {:>10}  {:>10}",
+                    "{:>5}  {:<9}  {:>7}  {:>5}  {:>4}  {:>5}  {:>10}  {:>10}  {:>4}  {:>7}",
                     r.round,
                     r.killed,
                     r.ran_ms,
@@ -192,11 +204,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     r.summary.dirs,
                     r.summary.files,
                     r.summary.meta_pages_used,
-                    r.summary.data_pages_used
+                    r.summary.data_pages_used,
+                    r.acks,
+                    r.checked
                 )
             })
             .with_context(|| format!("stress {}", volume.display()))?;
-            println!("{} kills, volume clean after every recovery", rounds.len());
+            let acks: usize = rounds.iter().map(|r| r.acks).sum();
+            println!(
+                "{} kills in {:.1} s, volume clean and all {acks} fsync acknowledgements kept after every recovery",
+                rounds.len(),
+                t0.elapsed().as_secs_f64()
+            );
             Ok(())
         }
         Cmd::Bench {
@@ -241,9 +260,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::StressWorker { socket, seed } => {
-            pmlab_fs::stress::worker(&socket, seed).with_context(|| format!("worker {seed}"))
-        }
+        Cmd::StressWorker {
+            socket,
+            seed,
+            dir,
+            oracle,
+        } => pmlab_fs::stress::worker(&pmlab_fs::stress::WorkerArgs {
+            socket,
+            seed,
+            dir,
+            oracle,
+        })
+        .with_context(|| format!("worker {seed}")),
         Cmd::Serve {
             volume,
             socket,
