@@ -1,7 +1,8 @@
 //! Crash testing the service's journal and apply path on the machine model.
 //!
-//! A volume is built (`mkfs`) in the memory of a [`Machine`]: a small write-back cache
-//! that evicts early and often, optionally chaos write-backs between operations. A
+//! A volume is built (`mkfs`) in the memory of a [`Machine`] with one write-back cache
+//! (a few lines that evict early and often, or enough to hold a whole commit) and
+//! chaos write-backs of random dirty lines between operations. A
 //! seeded workload ([`workload::Workload`], xoshiro256++) draws batches of valid metadata
 //! operations; each batch goes the service's way — encoded as a journal, decoded,
 //! validated and applied ([`crate::apply::apply_batch`]), committed through the redo log
@@ -83,7 +84,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// The CI-sized run: a few dozen batches, every crash point, two pending subsets each.
+    /// The CI-sized run: sixteen batches, every crash point, two random subsets of the
+    /// pending write-backs at each, one recovery per batch crashed in turn.
     pub fn small(seed: u64) -> Config {
         Config {
             seed,

@@ -8,6 +8,7 @@ use pmlab_fs::redo::{Fault, Protocol};
 
 #[test]
 fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
+    let mut kinds = [0; 8];
     // A cache holding a whole commit, and one of eight lines that evicts constantly.
     for (seed, cache_lines) in [(1, 1024), (2, 8)] {
         let cfg = Config {
@@ -25,7 +26,12 @@ fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
             "{report}"
         );
         assert!(report.points > 1000, "{report}");
+        for (k, n) in kinds.iter_mut().zip(report.ops_by_kind) {
+            *k += n;
+        }
     }
+    // Every kind of operation was committed, and crashed, at least once.
+    assert!(kinds.iter().all(|n| *n > 0), "{kinds:?}");
 }
 
 /// A run under `protocol`, shorter than the correct protocol's (a fault shows in the
