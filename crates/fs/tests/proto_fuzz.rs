@@ -84,10 +84,12 @@ proptest! {
         frames_of(&bytes);
     }
 
+    /// Lengths near the body's size reach the code behind the length checks (uniform
+    /// `u32`s would almost never pass the `MAX_FRAME` check and test nothing more).
     #[test]
     fn forged_frame_lengths_never_panic(
-        total in any::<u32>(),
-        hlen in any::<u32>(),
+        total in prop_oneof![0u32..320, any::<u32>()],
+        hlen in prop_oneof![0u32..320, any::<u32>()],
         body in proptest::collection::vec(any::<u8>(), 0..300),
     ) {
         let mut b = total.to_le_bytes().to_vec();
