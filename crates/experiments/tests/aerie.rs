@@ -137,3 +137,41 @@ fn personality_on_tmpfs_leaves_the_fileset_consistent() {
     // Each iteration deletes one file and creates one: the population is unchanged.
     assert_eq!(on_disk, 30 * 80 / 100);
 }
+
+#[test]
+fn kvfs_objects_carved_from_one_reservation_stay_apart() {
+    // More puts than one reservation of extents holds: every value must come back intact.
+    use pmlab_fs::bench::{PxfsVolume, VolumeSize};
+    let scr = scratch();
+    let vol = PxfsVolume::create(
+        scr.path(),
+        VolumeSize {
+            data_bytes: 16 << 20,
+            inodes: 256,
+            kv_object_bytes: 8192,
+        },
+    )
+    .unwrap();
+    let kv = vol.kvfs("/kv").unwrap();
+    let n = 3 * pmlab_fs::kvfs::EXTENTS_PER_RESERVE as usize + 5;
+    let value = |k: usize| vec![k as u8; 8192 - k];
+    for k in 0..n {
+        kv.put(&format!("k{k}"), &value(k)).unwrap();
+    }
+    kv.sync().unwrap();
+    for k in 0..n {
+        assert_eq!(
+            kv.get(&format!("k{k}")).unwrap().unwrap(),
+            value(k),
+            "key k{k}"
+        );
+    }
+    // Replacing values takes fresh extents from the pool, never one still in use.
+    for k in (0..n).step_by(3) {
+        kv.put(&format!("k{k}"), &value(k + 1)).unwrap();
+    }
+    for k in 0..n {
+        let want = if k % 3 == 0 { value(k + 1) } else { value(k) };
+        assert_eq!(kv.get(&format!("k{k}")).unwrap().unwrap(), want, "key k{k}");
+    }
+}
