@@ -77,17 +77,19 @@ impl MetaCache {
     /// radix nodes, and the inodes (with their page maps) stored on those pages. Every
     /// change of a file's tree also rewrites its inode, so its page map goes with it.
     pub fn forget_pages(&mut self, sb: &Superblock, pages: impl Iterator<Item = u64>) {
-        let itable = sb.itable_first..sb.itable_first + sb.inode_count.div_ceil(INODES_PER_PAGE);
+        let mut itable_pages = Vec::new();
         for p in pages {
             self.radix_pages.remove(&p);
-            if itable.contains(&p) {
-                let first = (p - sb.itable_first) * INODES_PER_PAGE;
-                for ino in first..first + INODES_PER_PAGE {
-                    self.inodes.remove(&ino);
-                    self.leaves.remove(&ino);
-                }
+            if (sb.itable_first..sb.pool_first).contains(&p) {
+                itable_pages.push(p - sb.itable_first);
             }
         }
+        if itable_pages.is_empty() {
+            return;
+        }
+        let stale = |ino: &u64| itable_pages.contains(&(ino / INODES_PER_PAGE));
+        self.inodes.retain(|ino, _| !stale(ino));
+        self.leaves.retain(|ino, _| !stale(ino));
     }
 
     /// Drops the page map of file `ino`.

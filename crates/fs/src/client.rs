@@ -41,6 +41,11 @@ use crate::view::{MediaView, PageSource};
 
 /// Ship the journal once it holds this many operations.
 pub const SHIP_OPS: usize = 256;
+/// Wait for shipped batches and drop the overlay once it holds this many pages. A
+/// journal shipped because it grew is not waited for (the service applies it while the
+/// client goes on, seeing its own changes through the overlay it keeps); this bounds
+/// the memory that costs.
+const OVERLAY_MAX_PAGES: usize = 8192;
 /// Inodes and pages asked for by the first reservation. Each further reservation asks
 /// for twice as many, up to [`RESERVE_MAX`]: a client that creates many files pays for
 /// few round trips, one that creates a few does not hoard (the service zeroes every
@@ -50,6 +55,7 @@ const RESERVE_FIRST: u32 = 32;
 const RESERVE_MAX: u32 = 1024;
 
 type Pending = HashMap<u64, (Sender<(Reply, Option<OwnedFd>)>, Option<(u64, bool)>)>;
+type ReplyRx = Receiver<(Reply, Option<OwnedFd>)>;
 
 struct Shared {
     writer: Mutex<UnixStream>,
@@ -67,6 +73,10 @@ pub struct State {
     uid: u32,
     gid: u32,
     overlay: Changes,
+    /// Pages the journal not yet shipped changes (what one service transaction holds).
+    batch_pages: std::collections::HashSet<u64>,
+    /// Replies to shipped batches not yet waited for.
+    inflight: Vec<ReplyRx>,
     journal: Vec<Op>,
     inodes: Vec<u64>,
     pages: HashMap<u16, Vec<u64>>,
@@ -155,10 +165,7 @@ impl State {
         f: impl FnOnce(&mut MediaView<'_, Overlay<'_, ReadOnly>>) -> Result<T>,
     ) -> Result<T> {
         // Torn pages (the service rewriting one in place) are re-read by the overlay.
-        let mut o = Overlay {
-            base: &mut self.meta,
-            pages: &self.overlay,
-        };
+        let mut o = Overlay::new(&mut self.meta, &self.overlay);
         let mut v = MediaView::with_sb(&mut o, self.sb);
         f(&mut v)
     }
@@ -221,6 +228,12 @@ impl State {
 
     /// Records `op` after checking it locally exactly as the service will.
     pub fn record(&mut self, op: Op) -> Result<()> {
+        self.record_all(vec![op])
+    }
+
+    /// Records `ops` (all or none) after checking them locally exactly as the service
+    /// will; one check of several operations reads the pages they share once.
+    pub fn record_all(&mut self, ops: Vec<Op>) -> Result<()> {
         if let Some(e) = self.deferred.take() {
             return Err(FsError::Refused(e));
         }
@@ -237,16 +250,13 @@ impl State {
                 pages: &self.pages,
                 opens: &self.opens,
             };
-            let mut o = Overlay {
-                base: &mut self.meta,
-                pages: &self.overlay,
-            };
-            apply_batch(&mut o, sb, &auth, std::slice::from_ref(&op))
-                .map_err(|r| FsError::Refused(r.why))?
+            let mut o = Overlay::new(&mut self.meta, &self.overlay);
+            apply_batch(&mut o, sb, &auth, &ops).map_err(|r| FsError::Refused(r.why))?
         };
         drop(leases);
         self.cache.forget_pages(&sb, out.changes.keys().copied());
         for (p, img) in out.changes {
+            self.batch_pages.insert(p);
             self.overlay.insert(p, img);
         }
         self.inodes.retain(|i| !out.used_inodes.contains(i));
@@ -255,35 +265,50 @@ impl State {
                 v.retain(|x| *x != p);
             }
         }
-        match &op {
-            Op::Unlink { parent, name, .. } | Op::Rmdir { parent, name, .. } => {
-                self.names.remove(&(*parent, name.clone()));
-                self.cache.forget_ancestries();
+        for op in &ops {
+            match op {
+                Op::Unlink { parent, name, .. } | Op::Rmdir { parent, name, .. } => {
+                    self.names.remove(&(*parent, name.clone()));
+                    self.cache.forget_ancestries();
+                }
+                Op::Rename {
+                    from_parent,
+                    from_name,
+                    ..
+                } => {
+                    self.names.remove(&(*from_parent, from_name.clone()));
+                    self.cache.forget_ancestries();
+                }
+                _ => {}
             }
-            Op::Rename {
-                from_parent,
-                from_name,
-                ..
-            } => {
-                self.names.remove(&(*from_parent, from_name.clone()));
-                self.cache.forget_ancestries();
-            }
-            _ => {}
         }
-        self.journal.push(op);
-        if self.journal.len() >= SHIP_OPS
-            || self.overlay.len() as u64 > crate::redo::capacity(&self.sb) / 2
-        {
+        self.journal.extend(ops);
+        if self.overlay.len() > OVERLAY_MAX_PAGES {
             self.ship()?;
+        } else if self.journal.len() >= SHIP_OPS
+            || self.batch_pages.len() as u64 > crate::redo::capacity(&self.sb) / 2
+        {
+            self.send_journal()?;
         }
         Ok(())
     }
 
-    /// Ships the journal and waits for the service to apply it (fsync).
+    /// Ships the journal and waits for the service to apply it and every batch
+    /// shipped before (fsync); then drops the overlay, which the mapping now shows.
     pub fn ship(&mut self) -> Result<()> {
         if let Some(e) = self.deferred.take() {
             return Err(FsError::Refused(e));
         }
+        let r = self.send_journal().and_then(|_| self.wait_inflight());
+        if !self.overlay.is_empty() {
+            self.overlay.clear();
+            self.forget_cached();
+        }
+        r
+    }
+
+    /// Ships the journal without waiting for the service to apply it.
+    fn send_journal(&mut self) -> Result<()> {
         if self.journal.is_empty() {
             return Ok(());
         }
@@ -297,20 +322,29 @@ impl State {
                 _ => None,
             })
             .collect();
-        let opened = self.register_opens(|ino| unlinked.contains(&ino));
+        if let Some(inos) = self.register_opens(|ino| unlinked.contains(&ino)) {
+            let rx = rpc_send(&self.shared, Request::Opened { inos }, &[])?;
+            self.inflight.push(rx);
+        }
         let batch = encode_batch(&self.journal);
         self.journal.clear();
-        self.overlay.clear();
-        self.forget_cached();
-        let first = match opened {
-            Some(inos) => Some(rpc_send(&self.shared, Request::Opened { inos }, &[])?),
-            None => None,
-        };
-        let shipped = rpc_send(&self.shared, Request::Ship, &batch)?;
-        if let Some(rx) = first {
-            rpc_wait(rx)?;
+        self.batch_pages.clear();
+        let rx = rpc_send(&self.shared, Request::Ship, &batch)?;
+        self.inflight.push(rx);
+        Ok(())
+    }
+
+    /// Waits for the replies to everything shipped; the first refusal is the answer.
+    fn wait_inflight(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        for rx in std::mem::take(&mut self.inflight) {
+            if let Err(e) = rpc_wait(rx)
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
         }
-        rpc_wait(shipped).map(|_| ())
+        first
     }
 
     /// Marks the open files `pick` selects among those the service does not know of as
@@ -551,6 +585,8 @@ impl Client {
             uid,
             gid,
             overlay: Changes::new(),
+            batch_pages: Default::default(),
+            inflight: Vec::new(),
             journal: Vec::new(),
             inodes: Vec::new(),
             pages: HashMap::new(),
@@ -605,22 +641,25 @@ impl Client {
                     encode_batch(&s.journal)
                 };
                 s.journal.clear();
-                s.overlay.clear();
-                s.forget_cached();
+                s.batch_pages.clear();
                 // Another client may be about to unlink or rename files this client
                 // holds open: the service learns of them before the lease goes.
-                let opened = s
-                    .register_opens(|_| true)
-                    .map(|inos| rpc_send(&sh, Request::Opened { inos }, &[]));
-                let rx = rpc_send(&sh, Request::Release { ino, grant }, &batch);
-                drop(s);
-                for rx in [opened, Some(rx)].into_iter().flatten() {
-                    if let Ok(rx) = rx
-                        && let Err(e) = rpc_wait(rx)
-                    {
-                        st.lock().unwrap().deferred = Some(e.to_string());
-                    }
+                if let Some(inos) = s.register_opens(|_| true)
+                    && let Ok(rx) = rpc_send(&sh, Request::Opened { inos }, &[])
+                {
+                    s.inflight.push(rx);
                 }
+                if let Ok(rx) = rpc_send(&sh, Request::Release { ino, grant }, &batch) {
+                    s.inflight.push(rx);
+                }
+                // The overlay goes only once the service has applied everything it
+                // shows: until then the mapping would show this client's own changes
+                // as not made. The state stays locked meanwhile, for that reason.
+                if let Err(e) = s.wait_inflight() {
+                    s.deferred = Some(e.to_string());
+                }
+                s.overlay.clear();
+                s.forget_cached();
             }
         });
         Ok(Client {

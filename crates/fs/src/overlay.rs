@@ -16,11 +16,12 @@
 //! every commit pay for a reader that is rarely there). A page still unsound after the
 //! bound is handed up unchanged, so real damage is still reported as corruption.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use pmlab_spine::{Addr, SpineError};
 
-use crate::media::{BODY, MediaRead, PAGE};
+use crate::media::{BODY, MediaRead, PAGE, PageBuf, zero_page};
 use crate::txn::Changes;
 
 /// How long a torn page is re-read before it is taken for damaged: long enough for the
@@ -36,6 +37,20 @@ pub struct Overlay<'a, R: MediaRead + ?Sized> {
     pub base: &'a mut R,
     /// Pending page images.
     pub pages: &'a Changes,
+    /// Sound whole pages already read from `base` through this overlay: one operation
+    /// reading a page twice gets the same image, for the price of a copy.
+    seen: HashMap<u64, PageBuf>,
+}
+
+impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
+    /// `pages` laid over `base`.
+    pub fn new(base: &'a mut R, pages: &'a Changes) -> Self {
+        Overlay {
+            base,
+            pages,
+            seen: HashMap::new(),
+        }
+    }
 }
 
 /// Whether a whole-page image carries a checksum that matches its body.
@@ -44,15 +59,16 @@ fn sound(page: &[u8]) -> bool {
     stored == crc32fast::hash(&page[..BODY])
 }
 
-/// Reads the page at `addr` from `base` into `buf`, again while it is torn.
+/// Reads the page at `addr` from `base` into `buf`, again while it is torn; true if
+/// the copy is sound.
 fn read_whole_page<R: MediaRead + ?Sized>(
     base: &mut R,
     addr: Addr,
     buf: &mut [u8],
-) -> Result<(), SpineError> {
+) -> Result<bool, SpineError> {
     base.media_read(addr, buf)?;
     if sound(buf) {
-        return Ok(());
+        return Ok(true);
     }
     let start = Instant::now();
     let mut tries = 0u32;
@@ -65,10 +81,10 @@ fn read_whole_page<R: MediaRead + ?Sized>(
         tries += 1;
         base.media_read(addr, buf)?;
         if sound(buf) {
-            return Ok(());
+            return Ok(true);
         }
     }
-    Ok(())
+    Ok(false)
 }
 
 impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
@@ -86,7 +102,14 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
             match self.pages.get(&pno) {
                 Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
                 None if off == 0 && n == PAGE as usize => {
-                    read_whole_page(self.base, a, &mut buf[done..done + n])?
+                    let out = &mut buf[done..done + n];
+                    if let Some(p) = self.seen.get(&pno) {
+                        out.copy_from_slice(&p[..]);
+                    } else if read_whole_page(self.base, a, out)? {
+                        let mut p = zero_page();
+                        p.copy_from_slice(out);
+                        self.seen.insert(pno, p);
+                    }
                 }
                 None => self.base.media_read(a, &mut buf[done..done + n])?,
             }

@@ -282,12 +282,19 @@ impl Pxfs {
             let mut p = s.page_of(ino, &i, idx)?;
             if p == 0 {
                 p = s.take_page(i.domain)?;
-                s.record(Op::MapPages {
+                let map = Op::MapPages {
                     ino,
                     index: idx,
                     page: p,
                     count: 1,
-                })?;
+                };
+                // The new size goes with the page that holds it: one local check.
+                let end = pos + k as u64;
+                if end > i.size && done + k == data.len() {
+                    s.record_all(vec![map, Op::SetSize { ino, size: end }])?;
+                } else {
+                    s.record(map)?;
+                }
                 i = s.inode(ino)?;
             }
             let m = s.data(i.domain)?;
