@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use pmlab_native::scm_model::{WRITE_MODEL_ENV, WriteModel, set_write_model_from_env};
+
 use crate::error::{FsError, Result};
 use crate::pxfs::Pxfs;
 use crate::service;
@@ -158,6 +160,7 @@ impl Role {
 /// Runs a role in this process (the child side of [`Launcher::TestBinary`]). The service
 /// runs until it is killed; a worker until its service goes away.
 pub fn run_role(role: &Role) -> Result<()> {
+    set_write_model_from_env().map_err(FsError::Foreign)?;
     match role {
         Role::Serve { volume, socket } => {
             service::serve(volume, socket, service::Config::default())
@@ -190,6 +193,9 @@ pub struct Config {
     pub seed: u64,
     /// How to start the service and the clients.
     pub launcher: Launcher,
+    /// The SCM write model of the service and the clients (they get it through
+    /// `pmlab_native::scm_model::WRITE_MODEL_ENV`).
+    pub scm_model: WriteModel,
 }
 
 /// What one round saw.
@@ -269,6 +275,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
         };
         let mut svc = serve
             .command(&cfg.launcher)
+            .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -291,6 +298,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
                     oracle: log_of(i),
                 }
                 .command(&cfg.launcher)
+                .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()

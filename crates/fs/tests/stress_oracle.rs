@@ -34,6 +34,7 @@ fn ten_kills_keep_every_fsync_promise() {
             exe: std::env::current_exe().unwrap(),
             test: "stress_child".into(),
         },
+        scm_model: Default::default(),
     };
     let rounds = stress::run(&cfg, |r| {
         eprintln!(

@@ -81,6 +81,61 @@ impl WriteModel {
     }
 }
 
+/// The environment variable through which a process hands its write model to the
+/// processes it starts (the file-system service and clients of `pmlab fs stress`).
+pub const WRITE_MODEL_ENV: &str = "PMLAB_SCM_WRITE_MODEL";
+
+impl std::str::FromStr for WriteModel {
+    type Err = String;
+
+    /// `off`, `pcm` (Aerie's [`WriteModel::AERIE_PCM`]) or `<delay>ns,<bandwidth>MB/s`,
+    /// for example `150ns,4000MB/s`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "off" => return Ok(WriteModel::OFF),
+            "pcm" => return Ok(WriteModel::AERIE_PCM),
+            _ => {}
+        }
+        let bad = || format!("write model {text:?}: expected off, pcm or <ns>ns,<MB/s>MB/s");
+        let (delay, bw) = text.split_once(',').ok_or_else(bad)?;
+        Ok(WriteModel {
+            write_delay_ns: delay
+                .strip_suffix("ns")
+                .and_then(|d| d.parse().ok())
+                .ok_or_else(bad)?,
+            bandwidth_mb_per_s: bw
+                .strip_suffix("MB/s")
+                .and_then(|b| b.parse().ok())
+                .ok_or_else(bad)?,
+        })
+    }
+}
+
+impl std::fmt::Display for WriteModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_off() {
+            return f.write_str("off");
+        }
+        write!(
+            f,
+            "{}ns,{}MB/s",
+            self.write_delay_ns, self.bandwidth_mb_per_s
+        )
+    }
+}
+
+/// Sets the write model named by [`WRITE_MODEL_ENV`], if that variable is set; returns
+/// the model in force afterwards.
+pub fn set_write_model_from_env() -> Result<WriteModel, String> {
+    if let Some(v) = std::env::var_os(WRITE_MODEL_ENV) {
+        let text = v
+            .into_string()
+            .map_err(|_| format!("{WRITE_MODEL_ENV} is not UTF-8"))?;
+        set_write_model(text.parse()?);
+    }
+    Ok(write_model())
+}
+
 impl Default for WriteModel {
     fn default() -> Self {
         WriteModel::OFF
@@ -225,6 +280,16 @@ mod tests {
         // 64 B at 4 GB/s.
         assert_eq!(m.line_transfer_ps(), 16_000);
         assert_eq!(WriteModel::unpack(m.pack()), m);
+    }
+
+    #[test]
+    fn models_parse_and_print() {
+        for m in [WriteModel::OFF, WriteModel::AERIE_PCM] {
+            assert_eq!(m.to_string().parse::<WriteModel>(), Ok(m));
+        }
+        assert_eq!("pcm".parse(), Ok(WriteModel::AERIE_PCM));
+        assert_eq!(WriteModel::AERIE_PCM.to_string(), "150ns,4000MB/s");
+        assert!("150,4000".parse::<WriteModel>().is_err());
     }
 
     #[test]

@@ -61,6 +61,10 @@ enum Cmd {
         /// Seed of the workload and of the kill points (xoshiro256++).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// SCM write model of the service and the clients: off, pcm (Aerie's 150 ns per
+        /// written-back line, 4 GB/s) or <ns>ns,<MB/s>MB/s.
+        #[arg(long, default_value = "off")]
+        scm_model: pmlab_native::scm_model::WriteModel,
     },
     /// The paper's microbenchmarks (Table 2), PXFS beside the kernel file system at
     /// `--peer` in the same run; medians over repetitions.
@@ -105,6 +109,11 @@ enum Cmd {
         /// before the service reclaims its leases by disconnecting it.
         #[arg(long, default_value_t = 2000)]
         lease_timeout_ms: u64,
+        /// SCM write model: off, pcm (Aerie's 150 ns per written-back line, 4 GB/s) or
+        /// <ns>ns,<MB/s>MB/s (default: the PMLAB_SCM_WRITE_MODEL environment variable,
+        /// else off).
+        #[arg(long)]
+        scm_model: Option<pmlab_native::scm_model::WriteModel>,
     },
 }
 
@@ -180,7 +189,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             kills,
             clients,
             seed,
+            scm_model,
         } => {
+            // The driver's own recoveries write back lines too.
+            pmlab_native::scm_model::set_write_model(scm_model);
             let cfg = pmlab_fs::stress::Config {
                 volume: volume.clone(),
                 kills,
@@ -189,6 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 launcher: pmlab_fs::stress::Launcher::Pmlab(
                     std::env::current_exe().context("locating the pmlab executable")?,
                 ),
+                scm_model,
             };
             println!(
                 "round  killed     ran(ms)  notes  dirs  files  meta-pages  data-pages  acks  checked"
@@ -265,18 +278,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed,
             dir,
             oracle,
-        } => pmlab_fs::stress::worker(&pmlab_fs::stress::WorkerArgs {
-            socket,
-            seed,
-            dir,
-            oracle,
-        })
-        .with_context(|| format!("worker {seed}")),
+        } => {
+            pmlab_native::scm_model::set_write_model_from_env().map_err(anyhow::Error::msg)?;
+            pmlab_fs::stress::worker(&pmlab_fs::stress::WorkerArgs {
+                socket,
+                seed,
+                dir,
+                oracle,
+            })
+            .with_context(|| format!("worker {seed}"))
+        }
         Cmd::Serve {
             volume,
             socket,
             lease_timeout_ms,
+            scm_model,
         } => {
+            match scm_model {
+                Some(m) => pmlab_native::scm_model::set_write_model(m),
+                None => {
+                    pmlab_native::scm_model::set_write_model_from_env()
+                        .map_err(anyhow::Error::msg)?;
+                }
+            }
             let cfg = pmlab_fs::service::Config {
                 lease_timeout: std::time::Duration::from_millis(lease_timeout_ms),
             };
