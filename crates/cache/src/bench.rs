@@ -7,6 +7,8 @@ use crate::dinero_args::hierarchy_flags;
 use crate::hierarchy::Hierarchy;
 use crate::multi::MultiL2;
 use crate::report;
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::TimeVal;
 use pmlab_trace::{Format, Ref, TraceError};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -77,14 +79,38 @@ pub enum Workload<'a> {
     OnePass(&'a HierarchyConfig, &'a [HierarchyConfig]),
 }
 
-/// Simulates the trace at `path` (in `format`) end to end; returns the elapsed time and
+/// How long a measured run took.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timing {
+    /// Elapsed (wall-clock) time.
+    pub wall: Duration,
+    /// Processor time, user plus system: what the run itself consumed, which other work
+    /// competing for the processors does not inflate (it still slows a run somewhat,
+    /// through shared caches and memory bandwidth).
+    pub cpu: Duration,
+}
+
+/// User plus system time consumed so far by this process (`UsageWho::RUSAGE_SELF`) or
+/// by its waited-for children (`RUSAGE_CHILDREN`); zero if the system will not say.
+fn cpu_time(who: UsageWho) -> Duration {
+    let of = |t: TimeVal| {
+        Duration::new(
+            u64::try_from(t.tv_sec()).unwrap_or(0),
+            u32::try_from(t.tv_usec()).unwrap_or(0) * 1000,
+        )
+    };
+    getrusage(who).map_or(Duration::ZERO, |u| of(u.user_time()) + of(u.system_time()))
+}
+
+/// Simulates the trace at `path` (in `format`) end to end; returns the time taken and
 /// the number of references. The rendered report is discarded.
 pub fn time_pmlab(
     work: &Workload,
     path: &Path,
     format: Format,
     seed: u64,
-) -> Result<(Duration, u64), TraceError> {
+) -> Result<(Timing, u64), TraceError> {
+    let cpu_start = cpu_time(UsageWho::RUSAGE_SELF);
     let start = Instant::now();
     let mut src = pmlab_trace::open_trace(&path.to_string_lossy(), Some(format))?;
     // Batches of 16 KiB: a batch and the level-1 tag arrays stay in the level-1 cache
@@ -123,15 +149,21 @@ pub fn time_pmlab(
         }
     };
     std::hint::black_box(text_len);
-    Ok((start.elapsed(), n))
+    let timing = Timing {
+        wall: start.elapsed(),
+        cpu: cpu_time(UsageWho::RUSAGE_SELF).saturating_sub(cpu_start),
+    };
+    Ok((timing, n))
 }
 
 /// Runs Dinero IV (`dinero`: path to its `dineroIV` binary) on the din text trace at
-/// `din` with the flags of `cfg`, output discarded; returns the elapsed wall time.
-pub fn time_dinero(dinero: &Path, cfg: &HierarchyConfig, din: &Path) -> std::io::Result<Duration> {
+/// `din` with the flags of `cfg`, output discarded; returns the time it took (its
+/// processor time is that of the waited-for child).
+pub fn time_dinero(dinero: &Path, cfg: &HierarchyConfig, din: &Path) -> std::io::Result<Timing> {
     let mut args = hierarchy_flags(cfg);
     args.extend(["-informat".into(), "D".into()]);
     let input = std::fs::File::open(din)?;
+    let cpu_start = cpu_time(UsageWho::RUSAGE_CHILDREN);
     let start = Instant::now();
     let status = Command::new(dinero)
         .args(&args)
@@ -139,7 +171,10 @@ pub fn time_dinero(dinero: &Path, cfg: &HierarchyConfig, din: &Path) -> std::io:
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()?;
-    let elapsed = start.elapsed();
+    let timing = Timing {
+        wall: start.elapsed(),
+        cpu: cpu_time(UsageWho::RUSAGE_CHILDREN).saturating_sub(cpu_start),
+    };
     if !status.success() {
         return Err(std::io::Error::other(format!(
             "{} {} exited with {status}",
@@ -147,7 +182,7 @@ pub fn time_dinero(dinero: &Path, cfg: &HierarchyConfig, din: &Path) -> std::io:
             args.join(" ")
         )));
     }
-    Ok(elapsed)
+    Ok(timing)
 }
 
 /// The median of `xs` (sorted in place); zero for none.

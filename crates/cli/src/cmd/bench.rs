@@ -89,6 +89,22 @@ fn cases() -> Vec<Case> {
     v
 }
 
+/// One line of the results: rates by clock ([0] elapsed, [1] processor time) and format
+/// ([0] binary, [1] din), and Dinero IV's rate by clock.
+struct Row {
+    name: String,
+    what: String,
+    rate: [[f64; 2]; 2],
+    dinero: Option<[f64; 2]>,
+}
+
+/// The medians of the elapsed and of the processor times, in seconds.
+fn median_secs(timings: &[bench::Timing]) -> [f64; 2] {
+    let mut wall: Vec<f64> = timings.iter().map(|t| t.wall.as_secs_f64()).collect();
+    let mut cpu: Vec<f64> = timings.iter().map(|t| t.cpu.as_secs_f64()).collect();
+    [bench::median(&mut wall), bench::median(&mut cpu)]
+}
+
 /// Converts the trace to din text and binary in `dir`; returns the reference count.
 fn prepare(trace: &Path, dir: &Path) -> anyhow::Result<u64> {
     let mut src = pmlab_trace::open_trace(&trace.to_string_lossy(), None)?;
@@ -136,93 +152,129 @@ fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
         args.trace.display(),
         args.reps
     );
-    let mut rows = Vec::new();
-    let mut separate = [0.0f64; 2]; // summed medians of the nine separate runs: bin, din
+    // Rates are kept per clock: [0] elapsed time, [1] processor time (user + system).
+    let mut rows: Vec<Row> = Vec::new();
+    // Summed medians of the nine separate runs, by clock and format (bin, din).
+    let mut separate = [[0.0f64; 2]; 2];
     for case in cases() {
-        let mut rate = [0.0f64; 2];
+        let mut rate = [[0.0f64; 2]; 2];
         for (k, (path, format)) in [(&bin, Format::Binary), (&din, Format::DinExtended)]
             .into_iter()
             .enumerate()
         {
-            let mut secs: Vec<f64> = (0..args.reps)
-                .map(|_| {
-                    bench::time_pmlab(&case.work, path, format, args.seed)
-                        .map(|(d, _)| d.as_secs_f64())
-                })
+            let timings: Vec<bench::Timing> = (0..args.reps)
+                .map(|_| bench::time_pmlab(&case.work, path, format, args.seed).map(|(t, _)| t))
                 .collect::<Result<_, _>>()?;
-            let s = bench::median(&mut secs);
-            if case.name.starts_with("kh-nine-separate") {
-                separate[k] += s;
+            for (clock, secs) in median_secs(&timings).into_iter().enumerate() {
+                if case.name.starts_with("kh-nine-separate") {
+                    separate[clock][k] += secs;
+                }
+                rate[clock][k] = n as f64 / secs;
             }
-            rate[k] = n as f64 / s;
         }
         if case.name.starts_with("kh-nine-separate") {
             continue;
         }
         let dinero = match (&args.dinero, case.dinero_configs.is_empty()) {
             (Some(d), false) => {
-                let mut secs = Vec::new();
+                let mut timings = Vec::new();
                 for _ in 0..args.reps {
-                    let mut total = 0.0;
+                    let mut total = bench::Timing::default();
                     for cfg in &case.dinero_configs {
-                        total += bench::time_dinero(d, cfg, &din)?.as_secs_f64();
+                        let t = bench::time_dinero(d, cfg, &din)?;
+                        total.wall += t.wall;
+                        total.cpu += t.cpu;
                     }
-                    secs.push(total);
+                    timings.push(total);
                 }
-                Some(n as f64 / bench::median(&mut secs))
+                Some(median_secs(&timings).map(|secs| n as f64 / secs))
             }
             _ => None,
         };
-        rows.push((case.name.to_string(), case.what.to_string(), rate, dinero));
+        rows.push(Row {
+            name: case.name.to_string(),
+            what: case.what.to_string(),
+            rate,
+            dinero,
+        });
     }
-    let sep_rate = [n as f64 / separate[0], n as f64 / separate[1]];
+    let sep_rate = separate.map(|s| s.map(|secs| n as f64 / secs));
     let nine_dinero = rows
         .iter()
-        .find(|r| r.0 == "kh-nine-one-pass")
-        .and_then(|r| r.3);
-    rows.push((
-        "kh-nine-separate".into(),
-        "the nine hierarchies, nine passes".into(),
-        sep_rate,
-        nine_dinero,
-    ));
+        .find(|r| r.name == "kh-nine-one-pass")
+        .and_then(|r| r.dinero);
+    rows.push(Row {
+        name: "kh-nine-separate".into(),
+        what: "the nine hierarchies, nine passes".into(),
+        rate: sep_rate,
+        dinero: nine_dinero,
+    });
 
-    println!(
-        "{:<18} {:>12} {:>12} {:>12} {:>9} {:>9}",
-        "case", "bin Mref/s", "din Mref/s", "dinero", "bin/din4", "din/din4"
-    );
-    let mut json_rows = Vec::new();
-    for (name, what, rate, dinero) in &rows {
-        let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    let mut json_rows: Vec<serde_json::Value> =
+        rows.iter().map(|_| serde_json::json!({})).collect();
+    for (clock, title) in [
+        (0, "elapsed (wall-clock) time"),
+        (
+            1,
+            "processor time (user + system; other load on the machine does not inflate it)",
+        ),
+    ] {
+        println!("{title}:");
         println!(
-            "{:<18} {:>12.2} {:>12.2} {:>12} {:>9} {:>9}",
-            name,
-            rate[0] / 1e6,
-            rate[1] / 1e6,
-            fmt(dinero.map(|d| d / 1e6)),
-            fmt(dinero.map(|d| rate[0] / d)),
-            fmt(dinero.map(|d| rate[1] / d)),
+            "{:<18} {:>12} {:>12} {:>12} {:>9} {:>9}",
+            "case", "bin Mref/s", "din Mref/s", "dinero", "bin/din4", "din/din4"
         );
-        json_rows.push(serde_json::json!({
-            "case": name,
-            "description": what,
-            "pmlab_binary_refs_per_s": rate[0],
-            "pmlab_din_refs_per_s": rate[1],
-            "dinero_refs_per_s": dinero,
-            "ratio_binary_over_dinero": dinero.map(|d| rate[0] / d),
-            "ratio_din_over_dinero": dinero.map(|d| rate[1] / d),
-        }));
+        for (row, json) in rows.iter().zip(&mut json_rows) {
+            let rate = row.rate[clock];
+            let dinero = row.dinero.map(|d| d[clock]);
+            let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+            println!(
+                "{:<18} {:>12.2} {:>12.2} {:>12} {:>9} {:>9}",
+                row.name,
+                rate[0] / 1e6,
+                rate[1] / 1e6,
+                fmt(dinero.map(|d| d / 1e6)),
+                fmt(dinero.map(|d| rate[0] / d)),
+                fmt(dinero.map(|d| rate[1] / d)),
+            );
+            // Elapsed-time figures keep their original keys; processor-time ones add `_cpu`.
+            let suffix = if clock == 0 { "" } else { "_cpu" };
+            let fields = [
+                ("case", serde_json::json!(row.name)),
+                ("description", serde_json::json!(row.what)),
+                ("pmlab_binary_refs_per_s", serde_json::json!(rate[0])),
+                ("pmlab_din_refs_per_s", serde_json::json!(rate[1])),
+                ("dinero_refs_per_s", serde_json::json!(dinero)),
+                (
+                    "ratio_binary_over_dinero",
+                    serde_json::json!(dinero.map(|d| rate[0] / d)),
+                ),
+                (
+                    "ratio_din_over_dinero",
+                    serde_json::json!(dinero.map(|d| rate[1] / d)),
+                ),
+            ];
+            for (key, value) in fields {
+                let key = if matches!(key, "case" | "description") {
+                    key.to_string()
+                } else {
+                    format!("{key}{suffix}")
+                };
+                json[key] = value;
+            }
+        }
     }
     let one_pass = rows
         .iter()
-        .find(|r| r.0 == "kh-nine-one-pass")
-        .map(|r| r.2)
+        .find(|r| r.name == "kh-nine-one-pass")
+        .map(|r| r.rate[0])
         .unwrap_or_default();
     println!(
         "one pass vs nine separate passes: {:.2}x (binary), {:.2}x (din)",
-        one_pass[0] / sep_rate[0],
-        one_pass[1] / sep_rate[1]
+        one_pass[0] / sep_rate[0][0],
+        one_pass[1] / sep_rate[0][1]
     );
+    let sep_rate = sep_rate[0];
     let doc = serde_json::json!({
         "trace": args.trace,
         "references": n,
