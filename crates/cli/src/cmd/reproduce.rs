@@ -3,6 +3,7 @@
 use anyhow::{Context, bail};
 use pmlab_experiments::aerie;
 use pmlab_experiments::kessler_hill::{self, Config, Workload};
+use pmlab_native::scm_model::{WriteModel, process_charges, set_write_model};
 use std::path::PathBuf;
 
 /// Arguments of `pmlab reproduce`.
@@ -148,14 +149,22 @@ fn run_aerie(args: Args) -> anyhow::Result<()> {
         config.table2.appends = n.max(1);
     }
     if args.scm_write_model {
-        bail!(
-            "--scm-write-model is not available yet: the native substrate does not provide \
-             pmlab_native::scm_model::set_write_model in this build"
-        );
+        // Process-wide: the in-process service's and clients' persists are charged; the
+        // kernel file systems' stores cannot be.
+        set_write_model(WriteModel::AERIE_PCM);
+        config.scm_write_model = true;
     }
     let report = aerie::reproduce(&config)?;
     print!("{report}");
     report.write(&config)?;
+    if args.scm_write_model {
+        let c = process_charges();
+        println!(
+            "SCM write model: {} written-back lines charged, {:.1} ms of modelled stall",
+            c.lines,
+            c.stall_ps as f64 / 1e9
+        );
+    }
     println!(
         "written: {}/{{table2.csv, figure2.csv, targets.csv, aerie.json, table2.svg, figure2.svg}}",
         config.out_dir.display()
