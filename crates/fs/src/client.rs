@@ -302,7 +302,13 @@ impl State {
         let r = self.send_journal().and_then(|_| self.wait_inflight());
         if !self.overlay.is_empty() {
             self.overlay.clear();
-            self.forget_cached();
+            // The service may have placed directory and radix pages elsewhere than this
+            // client did, so what was read from those goes; names stay, since they map
+            // to inode numbers the client chose itself, unless the batch was refused.
+            self.cache.clear();
+            if r.is_err() {
+                self.names.clear();
+            }
         }
         r
     }
