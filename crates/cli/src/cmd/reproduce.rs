@@ -54,6 +54,10 @@ pub struct Args {
     /// aerie: Table 2's small files opened, created, deleted (paper: 1024).
     #[arg(long)]
     small_files: Option<usize>,
+    /// aerie: KVFS's fixed object size in KiB, which also bounds webproxy's file sizes
+    /// on every file system (default 128).
+    #[arg(long)]
+    kv_object_kib: Option<u64>,
     /// aerie: do not try ext4 on a loop device.
     #[arg(long)]
     no_ext4: bool,
@@ -143,6 +147,9 @@ fn run_aerie(args: Args) -> anyhow::Result<()> {
     }
     if let Some(m) = args.random_mib {
         config.table2.random_bytes = m.max(1) << 20;
+    }
+    if let Some(k) = args.kv_object_kib {
+        config.webproxy_max_file = k.max(4) << 10;
     }
     if let Some(n) = args.small_files {
         config.table2.files = n.max(1);

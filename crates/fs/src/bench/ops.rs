@@ -185,8 +185,10 @@ impl PxfsVolume {
         let page = crate::media::PAGE;
         let data_pages = size.data_bytes.div_ceil(page);
         // Directory pages and radix index pages come from the metadata pool: a radix
-        // page maps 512 data pages, and every directory needs a few hash pages.
-        let meta_pages = 4096 + data_pages / 256 + size.inodes / 2;
+        // page maps 512 data pages, every file of more than a page has at least one, and
+        // a directory takes a root page plus a page per bucket in use (up to one per
+        // entry), so three pages per inode cover a tree of small directories.
+        let meta_pages = 4096 + data_pages / 256 + 3 * size.inodes;
         let inodes = size.inodes.div_ceil(crate::layout::INODES_PER_PAGE).max(8)
             * crate::layout::INODES_PER_PAGE;
         let params = crate::layout::Params {
