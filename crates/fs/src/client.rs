@@ -274,10 +274,19 @@ impl State {
                 Op::Rename {
                     from_parent,
                     from_name,
-                    ..
+                    to_parent,
+                    to_name,
+                    ino,
                 } => {
                     self.names.remove(&(*from_parent, from_name.clone()));
+                    self.names.insert((*to_parent, to_name.clone()), *ino);
                     self.cache.forget_ancestries();
+                }
+                // The creator holds the lease on the directory: the name is its to know.
+                Op::Create {
+                    parent, name, ino, ..
+                } => {
+                    self.names.insert((*parent, name.clone()), *ino);
                 }
                 _ => {}
             }
