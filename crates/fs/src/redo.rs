@@ -13,7 +13,7 @@
 
 use crate::error::{FsError, Result};
 use crate::layout::Superblock;
-use crate::media::{PAGE, le};
+use crate::media::{BODY, PAGE, Tag, le, verify};
 use crate::txn::Changes;
 use pmlab_spine::Memory;
 
@@ -29,11 +29,13 @@ pub fn capacity(sb: &Superblock) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fault {
     /// No fence between the log images and the commit mark (the header) declaring
-    /// them. Alone this is survivable: the header's checksum covers the images, so a
-    /// header that became durable before its images reads as torn.
+    /// them. Alone this is survivable: the header's checksum covers the images and
+    /// recovery checks their seals, so a header that became durable before its images
+    /// reads as torn.
     SkipImageFence,
-    /// The header's checksum covers the header alone, so recovery trusts whatever the
-    /// image pages hold. Alone this is survivable too: the fence orders the images first.
+    /// The header's checksum covers the header alone (and recovery does not check the
+    /// images' seals), so recovery trusts whatever the image pages hold. Alone this is
+    /// survivable too: the fence orders the images first.
     HeaderOnlyChecksum,
     /// The pages are written in place while the header is only flushed, not fenced: an
     /// in-place page can become durable before the transaction is.
@@ -116,16 +118,35 @@ impl std::fmt::Display for Protocol {
     }
 }
 
+/// The commit mark's checksum: the header (but its checksum field) and every image.
+///
+/// Each image is hashed without its own CRC field. Every image is a sealed page, whose
+/// trailer holds the CRC-32 of its body, and a CRC-32 over data followed by that data's
+/// own CRC-32 is the same for all data (the CRC residue): hashed whole, every sealed
+/// page of a kind looks alike, and a stale image — an older version of the same page
+/// left in the log slot by an earlier commit — passes for the new one. The crash test
+/// found exactly that (`Fault::SkipImageFence` replayed stale inode pages).
 fn checksum(header: &[u8], images: &mut dyn Iterator<Item = &[u8]>, protocol: Protocol) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(&header[..24]);
     h.update(&header[HDR..]);
     if !protocol.has(Fault::HeaderOnlyChecksum) {
         for i in images {
-            h.update(i);
+            h.update(&i[..BODY]);
+            h.update(&i[BODY + 4..]);
         }
     }
     h.finalize()
+}
+
+/// Whether `img` is a sound sealed page (its trailer's CRC matches its body), the
+/// part of each image the commit mark's checksum leaves out.
+fn sealed(img: &[u8], pno: u64) -> bool {
+    let Ok(page) = <&[u8; PAGE as usize]>::try_from(img) else {
+        return false;
+    };
+    let tag = le::u32_at(img, BODY + 4);
+    Tag::from_u32(tag).is_some_and(|t| verify(page, pno, t).is_ok())
 }
 
 /// Makes `changes` durable and applies them in place. `seq` numbers the transaction.
@@ -274,11 +295,13 @@ fn inspect_with<R: crate::media::MediaRead + ?Sized>(
         pages.push((pno, img));
     }
     let crc = checksum(&hdr, &mut pages.iter().map(|(_, p)| &p[..]), protocol);
+    let trusting = protocol.has(Fault::HeaderOnlyChecksum);
     let ok = crc == le::u32_at(&hdr, 24)
-        && pages.iter().all(|(pno, _)| {
+        && pages.iter().all(|(pno, img)| {
             *pno >= sb.domtab
                 && *pno < sb.meta_pages
                 && !(sb.log_first..sb.log_first + sb.log_pages).contains(pno)
+                && (trusting || sealed(img, *pno))
         });
     if !ok {
         return Ok((LogState::Torn, Vec::new()));
@@ -334,5 +357,23 @@ mod tests {
             assert_eq!(Fault::from_name(f.name()), Some(f));
         }
         assert_eq!(Fault::from_name("skip-everything"), None);
+    }
+
+    #[test]
+    fn the_commit_checksum_tells_sealed_pages_apart() {
+        let mut old = crate::media::zero_page();
+        let mut new = crate::media::zero_page();
+        old[40] = 1;
+        new[40] = 2;
+        crate::media::seal(&mut old, Tag::Inodes);
+        crate::media::seal(&mut new, Tag::Inodes);
+        // The CRC residue: a CRC-32 over whole sealed pages cannot tell them apart.
+        assert_eq!(crc32fast::hash(&old[..]), crc32fast::hash(&new[..]));
+        let hdr = vec![0u8; PAGE as usize];
+        let sum = |img: &[u8]| checksum(&hdr, &mut std::iter::once(img), Protocol::CORRECT);
+        assert_ne!(sum(&old[..]), sum(&new[..]));
+        assert!(sealed(&new[..], 9));
+        new[BODY] ^= 1;
+        assert!(!sealed(&new[..], 9));
     }
 }
