@@ -46,6 +46,32 @@ enum Cmd {
         /// The volume directory.
         volume: PathBuf,
     },
+    /// Crash-test the service's journal and commit path on the machine model: every
+    /// crash point of a seeded workload's batches (plus random subsets of pending
+    /// write-backs) is recovered, fsck'd and held against an oracle. Exits non-zero if
+    /// any crash image fails. `--fault` runs a deliberately broken commit protocol,
+    /// which must fail.
+    Crashtest {
+        /// Seed of the workload, the cache and the pending-subset draws (xoshiro256++).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The longer configuration (100 batches, more subsets and recoveries explored).
+        #[arg(long)]
+        large: bool,
+        /// Batches to commit and explore (default: 16, or 100 with --large).
+        #[arg(long)]
+        batches: Option<usize>,
+        /// Lines of the model's cache (a power of two; a few lines evict early and often).
+        #[arg(long)]
+        cache_lines: Option<u64>,
+        /// Random subsets of the pending write-backs tried at each crash point.
+        #[arg(long)]
+        samples: Option<u32>,
+        /// Break the commit protocol on purpose (repeatable): skip-image-fence,
+        /// header-only-checksum, skip-commit-fence, skip-apply-fence.
+        #[arg(long = "fault")]
+        faults: Vec<String>,
+    },
     /// Kill client processes and the service at random points (SIGKILL) while a seeded
     /// workload runs; after each kill the volume must recover, pass fsck, and keep every
     /// promise of the clients' fsync oracle logs (kept in `<volume>.oracle/`).
@@ -182,6 +208,56 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 anyhow::bail!("{}: {errors} errors", volume.display());
             }
             println!("clean");
+            Ok(())
+        }
+        Cmd::Crashtest {
+            seed,
+            large,
+            batches,
+            cache_lines,
+            samples,
+            faults,
+        } => {
+            use pmlab_fs::crashtest;
+            use pmlab_fs::redo::Fault;
+            let mut cfg = if large {
+                crashtest::Config::large(seed)
+            } else {
+                crashtest::Config::small(seed)
+            };
+            if let Some(b) = batches {
+                cfg.batches = b;
+            }
+            if let Some(c) = cache_lines {
+                anyhow::ensure!(
+                    c.is_power_of_two(),
+                    "--cache-lines {c} is not a power of two"
+                );
+                cfg.cache_lines = c;
+            }
+            if let Some(n) = samples {
+                cfg.pending_samples = n;
+            }
+            for name in &faults {
+                let f = Fault::from_name(name).with_context(|| {
+                    let known: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+                    format!("--fault {name:?} is not one of {}", known.join(", "))
+                })?;
+                cfg.protocol = cfg.protocol.with(f);
+            }
+            println!(
+                "crash test: seed {seed}, {} batches, {}-line cache, {} pending subsets per point, protocol {}",
+                cfg.batches, cfg.cache_lines, cfg.pending_samples, cfg.protocol
+            );
+            let t = std::time::Instant::now();
+            let report = crashtest::run(&cfg).context("crash test")?;
+            println!("{report}");
+            println!("{:.1} s", t.elapsed().as_secs_f64());
+            anyhow::ensure!(
+                report.passed(),
+                "{} crash images failed the oracle or fsck",
+                report.failures.len()
+            );
             Ok(())
         }
         Cmd::Stress {
