@@ -42,6 +42,7 @@
 //! compared with.
 
 mod alloc;
+mod checksum;
 mod codec;
 pub mod crashtest;
 mod error;

@@ -9,7 +9,7 @@
 //! |      8 |    8 | `seq`: transaction number |
 //! |     16 |    8 | `body_len`: bytes of records |
 //! |     24 |    8 | `records`: number of records |
-//! |     32 |    4 | `crc`: CRC-32 of bytes 8..32 and the body |
+//! |     32 |    4 | `crc`: checksum of bytes 8..32 and the body (see `checksum.rs`: not a CRC) |
 //! |     64 |    … | records: `addr` u64, `len` u64, `len` data bytes padded to 8 |
 //!
 //! # Commit: two fences
@@ -116,11 +116,10 @@ pub fn encode_redo(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
     b
 }
 
+/// Not a CRC-32: records often hold CRC-sealed data, which a CRC cannot tell apart
+/// (see [`crate::checksum`]).
 fn redo_crc(fields: &[u8], body: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(fields);
-    h.update(body);
-    h.finalize()
+    crate::checksum::log_checksum(&[fields, body])
 }
 
 /// The body length a header announces, if the header is readable (so that a reader

@@ -14,7 +14,7 @@
 //! only 8-byte stores are failure-atomic; that is why it carries no checksum.
 //!
 //! A record belongs to the live transaction when its `seq` is `finished + 1` and its
-//! CRC (over seq, addr, len and data) matches. Recovery rolls back the live records in
+//! checksum (over seq, addr, len and data; see `checksum.rs`) matches. Recovery rolls back the live records in
 //! reverse order, makes that durable, and then advances `finished`. Records are
 //! appended from offset 64 on; the scan stops at the first record that is torn or
 //! belongs to an older transaction.
@@ -83,11 +83,10 @@ pub fn encode_undo(r: &UndoRecord) -> Vec<u8> {
     b
 }
 
+/// Not a CRC-32: the old data is often CRC-sealed itself, which a CRC cannot tell
+/// apart (see [`crate::checksum`]).
 fn undo_crc(fields: &[u8], data: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(fields);
-    h.update(data);
-    h.finalize()
+    crate::checksum::log_checksum(&[fields, data])
 }
 
 /// The encoded length of the record starting at `b`, if its length field is readable.
@@ -144,7 +143,7 @@ impl UndoLog {
         let mut h = [0u8; UNDO_HEADER as usize];
         put_u64(&mut h, 0, UNDO_MAGIC);
         mem.write(base, &h)?;
-        // A zero first record can never be live: its CRC does not match.
+        // A zero first record can never be live: its checksum does not match.
         mem.write(base + UNDO_HEADER, &[0u8; RECORD_HEAD as usize])?;
         mem.persist(base, UNDO_HEADER + RECORD_HEAD)?;
         Ok(UndoLog {
