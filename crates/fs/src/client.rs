@@ -403,7 +403,8 @@ impl State {
             .ok_or_else(|| FsError::NoSpace("no inode reserved".into()))
     }
 
-    /// A free data page of domain `d`, zeroed, reserved to this client.
+    /// A free data page of domain `d`, reserved to this client; it holds whatever the
+    /// domain last held there (libFS zeroes what a file must read as zeros).
     pub fn take_page(&mut self, d: u16) -> Result<u64> {
         if self.pages.get(&d).is_none_or(|v| v.is_empty()) {
             let want = self.page_batch;

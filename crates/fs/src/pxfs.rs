@@ -11,11 +11,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
-use crate::client::Client;
+use crate::client::{Client, State};
 use crate::dir;
 use crate::error::{FsError, Result};
-use crate::inode::{Kind, access};
+use crate::inode::{Inode, Kind, access};
 use crate::journal::Op;
+use crate::map::Map;
 use crate::media::PAGE;
 
 /// An open file of a [`Pxfs`] mount.
@@ -273,6 +274,10 @@ impl Pxfs {
         let mut s = self.client.leased(ino, true)?;
         let mut i = s.inode(ino)?;
         let off = off.unwrap_or(i.size);
+        let old_size = i.size;
+        if off > old_size {
+            zero_gap(&mut s, ino, &i, old_size, off)?;
+        }
         let mut done = 0;
         while done < data.len() {
             let pos = off + done as u64;
@@ -296,13 +301,22 @@ impl Pxfs {
                     s.record(map)?;
                 }
                 i = s.inode(ino)?;
+                // A fresh page comes as the service found it (see `zero_gap`): what
+                // this write leaves of it below the end of file is a hole.
+                let m = writable_data(&mut s, ino, i.domain)?;
+                let zeros = [0u8; PAGE as usize];
+                if inpg > 0 {
+                    m.write_at(p * PAGE, &zeros[..inpg])?;
+                    m.persist_range(p * PAGE, inpg as u64);
+                }
+                let written_end = idx * PAGE + (inpg + k) as u64;
+                if written_end < old_size && inpg + k < PAGE as usize {
+                    let tail = p * PAGE + (inpg + k) as u64;
+                    m.write_at(tail, &zeros[inpg + k..])?;
+                    m.persist_range(tail, PAGE - (inpg + k) as u64);
+                }
             }
-            let m = s.data(i.domain)?;
-            if !m.writable() {
-                return Err(FsError::Denied(format!(
-                    "inode {ino}: its domain is mapped read-only"
-                )));
-            }
+            let m = writable_data(&mut s, ino, i.domain)?;
             m.write_at(p * PAGE + inpg as u64, &data[done..done + k])?;
             m.persist_range(p * PAGE + inpg as u64, k as u64);
             done += k;
@@ -318,6 +332,10 @@ impl Pxfs {
     pub fn truncate(&self, path: &str, size: u64) -> Result<()> {
         let ino = self.client.resolve(path)?;
         let mut s = self.client.leased(ino, true)?;
+        let i = s.inode(ino)?;
+        if size > i.size {
+            zero_gap(&mut s, ino, &i, i.size, size)?;
+        }
         s.record(Op::SetSize { ino, size })
     }
 
@@ -453,4 +471,51 @@ impl Pxfs {
     pub fn sync(&self) -> Result<()> {
         self.client.sync()
     }
+}
+
+/// Domain `d`'s data space, which must be mapped writable for `ino` to be written.
+fn writable_data(s: &mut State, ino: u64, d: u16) -> Result<&mut Map> {
+    let m = s.data(d)?;
+    if !m.writable() {
+        return Err(FsError::Denied(format!(
+            "inode {ino}: its domain is mapped read-only"
+        )));
+    }
+    Ok(m)
+}
+
+/// Zeroes the bytes `[from, to)` of file `ino` (inode `i`, whose size is `from`) that
+/// lie in pages it already maps, before the file grows over them.
+///
+/// The service hands out data pages without zeroing them (only clients that can read
+/// the whole domain may reserve its pages; see the service's reservation), so a byte
+/// past the end of file may hold old data of the domain. POSIX wants the bytes a file
+/// gains by growing without being written to read as zeros; libFS gives them that here,
+/// lazily, instead of zeroing every page up front. Only the page holding the end of a
+/// PXFS file can be mapped past it (shrinking frees the pages wholly past the new end);
+/// a KVFS object maps its whole extent.
+fn zero_gap(s: &mut State, ino: u64, i: &Inode, from: u64, to: u64) -> Result<()> {
+    let first = from / PAGE;
+    let last = match i.kind {
+        Kind::Kv => ((to - 1) / PAGE).min(s.sb().kv_object_pages.saturating_sub(1)),
+        _ if from.is_multiple_of(PAGE) => return Ok(()),
+        _ => first,
+    };
+    let zeros = [0u8; PAGE as usize];
+    for idx in first..=last {
+        let p = s.page_of(ino, i, idx)?;
+        if p == 0 {
+            continue;
+        }
+        let lo = from.max(idx * PAGE);
+        let hi = to.min((idx + 1) * PAGE);
+        if lo >= hi {
+            continue;
+        }
+        let at = p * PAGE + lo % PAGE;
+        let m = writable_data(s, ino, i.domain)?;
+        m.write_at(at, &zeros[..(hi - lo) as usize])?;
+        m.persist_range(at, hi - lo);
+    }
+    Ok(())
 }

@@ -23,7 +23,6 @@ use crate::journal::decode_batch;
 use crate::layout::Superblock;
 use crate::lease::Leases;
 use crate::map::{Map, Writable};
-use crate::media::PAGE;
 use crate::proto::{self, Frame, RepHeader, Reply, ReqHeader, Request};
 use crate::redo;
 use crate::txn::Changes;
@@ -83,6 +82,8 @@ struct State {
     next_client: u64,
     seq: u64,
     inode_hint: u64,
+    /// Per domain, the data page the next page search starts from (next-fit).
+    page_cursor: HashMap<u16, u64>,
     cfg: Config,
     events: Sender<Event>,
 }
@@ -264,26 +265,7 @@ impl State {
             let c = &self.clients[&id];
             (c.uid, c.gid)
         };
-        let mut inodes = Vec::new();
-        let span = self.sb.inode_count - 2;
-        for k in 0..span {
-            if inodes.len() as u32 >= n_inodes {
-                break;
-            }
-            let ino = 2 + (self.inode_hint + k) % span;
-            if self.reserved_inodes.contains(&ino) {
-                continue;
-            }
-            if self.view().inode(ino)?.kind == Kind::Free {
-                inodes.push(ino);
-            }
-        }
-        if inodes.is_empty() && n_inodes > 0 {
-            return Err(FsError::NoSpace("no free inodes".into()));
-        }
-        if let Some(&last) = inodes.last() {
-            self.inode_hint = last - 1;
-        }
+        let inodes = self.free_inodes(n_inodes)?;
         let mut pages = Vec::new();
         if n_pages > 0 {
             let table = domain::read_table(&mut self.view())?;
@@ -295,47 +277,27 @@ impl State {
                     "uid {uid} may not write domain {d}"
                 )));
             }
-            let first = self.sb.dbitmap_of(d as u64);
-            let bits_pp = crate::layout::BITS_PER_PAGE;
-            let mut run_start = 0;
-            let mut page_cache: Option<(u64, crate::media::PageBuf)> = None;
-            for p in 1..self.sb.domain_pages {
-                let pg = first + p / bits_pp;
-                if page_cache.as_ref().map(|x| x.0) != Some(pg) {
-                    let buf = self.view().page(pg, crate::media::Tag::Bitmap)?;
-                    page_cache = Some((pg, buf));
-                }
-                let b = &page_cache.as_ref().unwrap().1;
-                let bit = p % bits_pp;
-                let free = b[(bit / 8) as usize] & (1 << (bit % 8)) == 0
-                    && !self.reserved_pages.contains(&(d, p));
-                if !free {
-                    if contiguous {
-                        pages.clear();
-                    }
-                    continue;
-                }
-                if contiguous && pages.is_empty() {
-                    run_start = p;
-                }
-                pages.push(p);
-                if pages.len() as u32 == n_pages {
-                    break;
-                }
-            }
-            let _ = run_start;
+            pages = self.free_pages(d, n_pages, contiguous)?;
             // A pool may come out smaller than asked; an extent may not.
             if pages.is_empty() || (contiguous && (pages.len() as u32) < n_pages) {
                 return Err(FsError::NoSpace(format!(
                     "domain {d} has no {n_pages} free pages"
                 )));
             }
-            // Pages are zeroed when handed out, so a client never sees another's old data.
-            let m = self.data_map(d)?;
-            for &p in &pages {
-                m.write_at(p * PAGE, &[0u8; PAGE as usize])?;
-                m.persist_range(p * PAGE, PAGE);
-            }
+            // Reserved pages are handed out as they are, not zeroed. Only a client that
+            // may write domain `d` gets here, and such a client is handed a read-write
+            // mapping of the domain's whole data space on request (memory has no
+            // write-only protection): it can already read every old byte these pages
+            // hold, and no byte of another domain is ever in them (each domain has its
+            // own data space, created empty, and domains are never reassigned). So no
+            // client can reserve from a domain it could not already read, and zeroing
+            // would protect nothing from anyone, at the cost of writing and persisting
+            // every reserved page (a KVFS object is mostly unwritten; a libFS pool holds
+            // up to a thousand pages). Unwritten bytes still read as zeros: libFS zeroes
+            // what a write leaves of a fresh page below the end of file, and the mapped
+            // bytes a file gains when it grows (`pxfs::zero_gap`); a KVFS get reads only
+            // the value's bytes. The paper's TFS likewise only hands out space and
+            // checks its use when the client's log arrives.
         }
         let c = self.clients.get_mut(&id).unwrap();
         for &i in &inodes {
@@ -347,6 +309,97 @@ impl State {
             self.reserved_pages.insert((d, p));
         }
         Ok(Reply::Reserved { inodes, pages })
+    }
+
+    /// Up to `n` free inodes not reserved to anyone, found next-fit from where the
+    /// last search stopped, so a reservation costs what it asks for, not a scan of the
+    /// inodes in use before it. Each inode-table page is read (and checked) once.
+    fn free_inodes(&mut self, n: u32) -> Result<Vec<u64>> {
+        let mut inodes = Vec::new();
+        if n == 0 {
+            return Ok(inodes);
+        }
+        let span = self.sb.inode_count - 2;
+        let mut held: Option<(u64, crate::media::PageBuf)> = None;
+        for k in 0..span {
+            if inodes.len() as u32 >= n {
+                break;
+            }
+            let ino = 2 + (self.inode_hint + k) % span;
+            if self.reserved_inodes.contains(&ino) {
+                continue;
+            }
+            let (pno, off) = self.sb.inode_pos(ino);
+            if held.as_ref().is_none_or(|h| h.0 != pno) {
+                held = Some((pno, self.view().page(pno, crate::media::Tag::Inodes)?));
+            }
+            let page = &held.as_ref().unwrap().1;
+            if Kind::from_u8(page[off]) == Some(Kind::Free) {
+                inodes.push(ino);
+            }
+        }
+        if inodes.is_empty() {
+            return Err(FsError::NoSpace("no free inodes".into()));
+        }
+        if let Some(&last) = inodes.last() {
+            // `last - 1` is the offset of `last + 1` from inode 2.
+            self.inode_hint = last - 1;
+        }
+        Ok(inodes)
+    }
+
+    /// Up to `n` free, unreserved pages of domain `d` (exactly `n` in one run if
+    /// `contiguous`, else none). The search is next-fit: it starts where the last one
+    /// in this domain stopped and wraps around once, so reserving costs what it asks
+    /// for (amortized) instead of a scan from page 1 over every page in use. A run
+    /// never wraps: page 0 is not a data page.
+    fn free_pages(&mut self, d: u16, n: u32, contiguous: bool) -> Result<Vec<u64>> {
+        let total = self.sb.domain_pages;
+        let mut pages = Vec::new();
+        if n == 0 || total <= 1 {
+            return Ok(pages);
+        }
+        let first = self.sb.dbitmap_of(d as u64);
+        let bits_pp = crate::layout::BITS_PER_PAGE;
+        let start = self
+            .page_cursor
+            .get(&d)
+            .copied()
+            .filter(|&c| c >= 1 && c < total)
+            .unwrap_or(1);
+        let mut held: Option<(u64, crate::media::PageBuf)> = None;
+        let mut p = start;
+        // Once round the space; an extent search goes on for n - 1 more pages, so that
+        // it still finds a run straddling the page it started from.
+        let steps = total - 1 + if contiguous { u64::from(n) - 1 } else { 0 };
+        for _ in 0..steps {
+            if p == 1 && contiguous {
+                // Wrapped around: a run cannot continue across the end of the space.
+                pages.clear();
+            }
+            let pg = first + p / bits_pp;
+            if held.as_ref().is_none_or(|h| h.0 != pg) {
+                held = Some((pg, self.view().page(pg, crate::media::Tag::Bitmap)?));
+            }
+            let b = &held.as_ref().unwrap().1;
+            let bit = p % bits_pp;
+            let free = b[(bit / 8) as usize] & (1 << (bit % 8)) == 0
+                && !self.reserved_pages.contains(&(d, p));
+            if free {
+                pages.push(p);
+                if pages.len() as u32 == n {
+                    break;
+                }
+            } else if contiguous {
+                pages.clear();
+            }
+            p = if p + 1 >= total { 1 } else { p + 1 };
+        }
+        if let Some(&last) = pages.last() {
+            self.page_cursor
+                .insert(d, if last + 1 >= total { 1 } else { last + 1 });
+        }
+        Ok(pages)
     }
 
     fn domain_fd(&mut self, id: u64, d: u16, dom: Domain) -> Result<(Reply, File)> {
@@ -619,6 +672,7 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
         next_client: 1,
         seq: 0,
         inode_hint: 0,
+        page_cursor: HashMap::new(),
         cfg,
         events: tx.clone(),
     };
