@@ -92,31 +92,35 @@ impl Kvfs {
         let m = s.data(domain)?;
         m.write_at(extent * PAGE, value)?;
         m.persist_range(extent * PAGE, value.len() as u64);
+        // One local check for the whole put: the create (if new), the extent and the
+        // size touch the same inode page, which one check reads and seals once.
+        let mut ops = Vec::with_capacity(3);
         let ino = match s.lookup(self.dir, key)? {
             Some(ino) => ino,
             None => {
                 let ino = s.take_inode()?;
-                s.record(Op::Create {
+                ops.push(Op::Create {
                     parent: self.dir,
                     name: key.into(),
                     ino,
                     kind: Kind::Kv,
                     mode: self.mode,
                     domain,
-                })?;
+                });
                 ino
             }
         };
-        s.record(Op::MapPages {
+        ops.push(Op::MapPages {
             ino,
             index: 0,
             page: extent,
             count: n,
-        })?;
-        s.record(Op::SetSize {
+        });
+        ops.push(Op::SetSize {
             ino,
             size: value.len() as u64,
-        })
+        });
+        s.record_all(ops)
     }
 
     /// The value stored under `key`.
