@@ -668,9 +668,15 @@ impl Client {
                 if let Ok(rx) = rpc_send(&sh, Request::Release { ino, grant }, &batch) {
                     s.inflight.push(rx);
                 }
-                // The overlay goes only once the service has applied everything it
-                // shows: until then the mapping would show this client's own changes
-                // as not made. The state stays locked meanwhile, for that reason.
+                // The overlay (and what was cached through it) goes only once the
+                // service has applied everything it shows, and the state stays locked
+                // until then. Dropping it before the reply, or letting the client's own
+                // thread read in between, opens a window in which the mapping shows the
+                // batch as not made: a file created a moment ago has no name yet, and
+                // the next operation fails with "no such file or directory" or records
+                // ops against the pre-batch state that the service then refuses (the
+                // lost-create race of tests/stress_rename_race.rs, which fails within a
+                // few dozen iterations with the overlay dropped before the wait).
                 if let Err(e) = s.wait_inflight() {
                     s.deferred = Some(e.to_string());
                 }
@@ -709,6 +715,12 @@ impl Client {
     pub fn leased(&self, ino: u64, exclusive: bool) -> Result<MutexGuard<'_, State>> {
         for _ in 0..64 {
             let mut s = self.state();
+            // A batch the revoker shipped may have been refused; the mapping then lacks
+            // operations this client saw as done, so the refusal is the answer now,
+            // before a lookup reports its consequence as a missing name.
+            if let Some(e) = s.deferred.take() {
+                return Err(FsError::Refused(e));
+            }
             if s.covered(ino, exclusive) {
                 return Ok(s);
             }
