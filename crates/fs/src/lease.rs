@@ -5,6 +5,7 @@
 //! "Above" and "below" follow the parent fields of the inodes, read from the volume.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use crate::layout::ROOT_INO;
 use crate::view::PageSource;
@@ -19,8 +20,10 @@ pub struct Hold {
     /// Number of this grant: a release or revocation names the grant it is about, so a
     /// late message about an old grant never cancels a newer one.
     pub grant: u64,
-    /// Whether the holder has been asked to give it up.
-    pub revoking: bool,
+    /// When the holder was asked to give it up (None: it has not been). A holder is
+    /// judged unresponsive by the time since its own revocation, not by how long the
+    /// request it blocks has waited (which includes other holders' turns).
+    pub revoked: Option<Instant>,
 }
 
 /// The lease table.
@@ -120,24 +123,34 @@ impl Leases {
             client,
             exclusive,
             grant,
-            revoking: false,
+            revoked: None,
         });
         grant
     }
 
-    /// Marks grant `grant` on `ino` as being revoked; false if it already was (or is gone).
-    pub fn mark_revoking(&mut self, ino: u64, grant: u64) -> bool {
+    /// Marks grant `grant` on `ino` as revoked at `now`; false if it already was (or is
+    /// gone).
+    pub fn mark_revoking(&mut self, ino: u64, grant: u64, now: Instant) -> bool {
         match self
             .held
             .get_mut(&ino)
             .and_then(|v| v.iter_mut().find(|h| h.grant == grant))
         {
-            Some(h) if !h.revoking => {
-                h.revoking = true;
+            Some(h) if h.revoked.is_none() => {
+                h.revoked = Some(now);
                 true
             }
             _ => false,
         }
+    }
+
+    /// When grant `grant` on `ino` was revoked, if it is held and was.
+    pub fn revoked_at(&self, ino: u64, grant: u64) -> Option<Instant> {
+        self.held
+            .get(&ino)?
+            .iter()
+            .find(|h| h.grant == grant)?
+            .revoked
     }
 
     /// Drops `client`'s grant `grant` on `ino` (a late release of an older grant does nothing).

@@ -66,7 +66,6 @@ struct Waiter {
     id: u64,
     ino: u64,
     exclusive: bool,
-    deadline: Instant,
 }
 
 struct State {
@@ -453,7 +452,6 @@ impl State {
                         id: rid,
                         ino,
                         exclusive,
-                        deadline: Instant::now() + self.cfg.lease_timeout,
                     });
                     self.serve_waiters();
                     return;
@@ -552,17 +550,35 @@ impl State {
         self.serve_waiters();
     }
 
-    /// Grants what can be granted; asks holders to give up what blocks a waiter (once
-    /// per grant); disconnects holders past the deadline.
+    /// Grants what can be granted, in the order asked; asks holders to give up what
+    /// blocks a waiter (once per grant); disconnects holders that did not answer a
+    /// revocation within the lease timeout.
+    ///
+    /// A request waits behind an earlier conflicting request of another client even if
+    /// no lease blocks it right now. Without that, two clients that keep taking leases
+    /// the other's waiting request conflicts with (a shared lease on the root to walk a
+    /// path, an exclusive one on a directory below) overtake each other's requests for
+    /// ever, each new grant blocking the older request again, and the service ends up
+    /// disconnecting a client that answered every revocation at once.
     fn serve_waiters(&mut self) {
         let mut k = 0;
         let now = Instant::now();
         while k < self.waiters.len() {
             let w = &self.waiters[k];
-            let (client, rid, ino, excl, deadline) =
-                (w.client, w.id, w.ino, w.exclusive, w.deadline);
+            let (client, rid, ino, excl) = (w.client, w.id, w.ino, w.exclusive);
             let sb = self.sb;
             let mut view = MediaView::with_sb(&mut self.meta, sb);
+            let up = crate::lease::ancestry(&mut view, ino);
+            let behind = self.waiters[..k].iter().any(|e| {
+                e.client != client
+                    && (excl || e.exclusive)
+                    && (up.contains(&e.ino)
+                        || crate::lease::ancestry(&mut view, e.ino).contains(&ino))
+            });
+            if behind {
+                k += 1;
+                continue;
+            }
             let conflicts = self.leases.conflicts(&mut view, client, ino, excl);
             if conflicts.is_empty() {
                 let grant = self.leases.grant(client, ino, excl);
@@ -572,16 +588,26 @@ impl State {
                 }
                 continue;
             }
-            if now >= deadline {
-                // The holders did not answer in time: they lose everything they hold.
-                for (holder, _, _) in &conflicts {
-                    self.drop_client(*holder);
+            let timeout = self.cfg.lease_timeout;
+            let late: Vec<u64> = conflicts
+                .iter()
+                .filter(|(_, x, g)| {
+                    self.leases
+                        .revoked_at(*x, *g)
+                        .is_some_and(|t| now >= t + timeout)
+                })
+                .map(|(holder, _, _)| *holder)
+                .collect();
+            if !late.is_empty() {
+                // They did not answer in time: they lose everything they hold.
+                for holder in late {
+                    self.drop_client(holder);
                 }
                 k = 0;
                 continue;
             }
             for (holder, x, grant) in &conflicts {
-                if self.leases.mark_revoking(*x, *grant)
+                if self.leases.mark_revoking(*x, *grant, now)
                     && let Some(c) = self.clients.get(holder)
                 {
                     reply(

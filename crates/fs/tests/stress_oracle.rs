@@ -26,9 +26,9 @@ fn ten_kills_keep_every_fsync_promise() {
     let cfg = Config {
         volume: volume.clone(),
         kills: 10,
-        // One client: with two or more, libFS loses a just-created file under lease
-        // traffic (see `stress_rename_race.rs`), which the oracle reports at once.
-        clients: 1,
+        // Three clients, so that their lease traffic (revocations shipping journals
+        // while the others work) is part of what every kill interrupts.
+        clients: 3,
         seed: 7,
         launcher: Launcher::TestBinary {
             exe: std::env::current_exe().unwrap(),
