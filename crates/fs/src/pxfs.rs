@@ -297,10 +297,13 @@ impl Pxfs {
                 let end = pos + k as u64;
                 if end > i.size && done + k == data.len() {
                     s.record_all(vec![map, Op::SetSize { ino, size: end }])?;
+                    // The last page of the write: no tree lookup follows, so the
+                    // changed inode need not be read back (and checked) for its size.
+                    i.size = end;
                 } else {
                     s.record(map)?;
+                    i = s.inode(ino)?;
                 }
-                i = s.inode(ino)?;
                 // A fresh page comes as the service found it (see `zero_gap`): what
                 // this write leaves of it below the end of file is a hole.
                 let m = writable_data(&mut s, ino, i.domain)?;
