@@ -19,7 +19,13 @@ pub type Changes = BTreeMap<u64, PageBuf>;
 pub struct Txn<'a, R: MediaRead + ?Sized> {
     mem: &'a mut R,
     sb: Superblock,
+    /// Pages changed, with their tag in the trailer; their checksums are computed once,
+    /// when the transaction hands them out ([`Txn::into_changes`]), however often the
+    /// transaction changed them.
     dirty: Changes,
+    /// Unchanged pages read so far, checked once: a batch reads the same bitmap, inode
+    /// and directory pages over and over, and each check is a checksum of a whole page.
+    clean: BTreeMap<u64, PageBuf>,
     /// Hint for the next metadata page allocation search.
     alloc_hint: u64,
 }
@@ -31,13 +37,22 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
             mem,
             sb,
             dirty: Changes::new(),
+            clean: BTreeMap::new(),
             alloc_hint: sb.pool_first,
         }
     }
 
     /// The sealed images of every page changed, by page number.
     pub fn into_changes(self) -> Changes {
-        self.dirty
+        let mut dirty = self.dirty;
+        for page in dirty.values_mut() {
+            let tag = crate::media::le::u32_at(&page[..], crate::media::BODY + 4);
+            // Every image got its tag from `put_page`, so the tag is always known.
+            if let Some(tag) = Tag::from_u32(tag) {
+                seal(page, tag);
+            }
+        }
+        dirty
     }
 
     /// Number of pages changed so far.
@@ -45,18 +60,65 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
         self.dirty.len()
     }
 
-    /// Replaces page `pno` with `page`, sealed as `tag`.
+    /// Replaces page `pno` with `page`, to be sealed as `tag`.
     pub fn put_page(&mut self, pno: u64, mut page: PageBuf, tag: Tag) {
-        seal(&mut page, tag);
+        page[crate::media::BODY + 4..].copy_from_slice(&(tag as u32).to_le_bytes());
+        self.clean.remove(&pno);
         self.dirty.insert(pno, page);
+    }
+
+    /// The image of page `pno`, changed by this transaction from now on: changes go
+    /// into it in place, with no copy of the page per change.
+    fn page_mut(&mut self, pno: u64, tag: Tag) -> Result<&mut PageBuf> {
+        // Checks the page, leaving it among the changed or the clean pages.
+        self.page_ref(pno, tag)?;
+        if let Some(p) = self.clean.remove(&pno) {
+            self.dirty.insert(pno, p);
+        }
+        Ok(self.dirty.get_mut(&pno).unwrap())
+    }
+
+    /// Page `pno` as this transaction sees it, checked to be of kind `tag`, borrowed.
+    fn page_ref(&mut self, pno: u64, tag: Tag) -> Result<&PageBuf> {
+        if self.dirty.contains_key(&pno) {
+            let p = &self.dirty[&pno];
+            // Written by this transaction: its contents are its own; only its kind can
+            // be wrong (and then `verify` says so, as it checks the kind first).
+            if crate::media::le::u32_at(&p[..], crate::media::BODY + 4) != tag as u32 {
+                crate::media::verify(p, pno, tag)?;
+            }
+            return Ok(&self.dirty[&pno]);
+        }
+        if pno >= self.sb.meta_pages {
+            return Err(FsError::Corrupt {
+                what: tag.name(),
+                at: Location {
+                    page: pno,
+                    offset: 0,
+                },
+                why: format!(
+                    "page number beyond the {} metadata pages",
+                    self.sb.meta_pages
+                ),
+            });
+        }
+        if let Some(p) = self.clean.get(&pno) {
+            // Checked when first read; a different kind asked for is checked again.
+            if crate::media::le::u32_at(&p[..], crate::media::BODY + 4) != tag as u32 {
+                crate::media::verify(p, pno, tag)?;
+            }
+        } else {
+            let p = read_checked(self.mem, pno, tag)?;
+            self.clean.insert(pno, p);
+        }
+        Ok(&self.clean[&pno])
     }
 
     /// Writes inode `ino`.
     pub fn put_inode(&mut self, ino: u64, inode: &Inode) -> Result<()> {
         let (pno, off) = self.sb.inode_pos(ino);
-        let mut p = self.page(pno, Tag::Inodes)?;
+        let p = self.page_mut(pno, Tag::Inodes)?;
         inode.encode(&mut p[off..off + crate::inode::INODE_SIZE]);
-        self.put_page(pno, p, Tag::Inodes);
         Ok(())
     }
 
@@ -69,20 +131,19 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
     /// Whether bit `idx` of the bitmap starting at page `first` is set.
     pub fn test_bit(&mut self, first: u64, idx: u64) -> Result<bool> {
         let (pno, byte, mask) = self.bit(first, idx)?;
-        let p = self.page(pno, Tag::Bitmap)?;
+        let p = self.page_ref(pno, Tag::Bitmap)?;
         Ok(p[byte] & mask != 0)
     }
 
     /// Sets or clears bit `idx` of the bitmap starting at page `first`.
     pub fn set_bit(&mut self, first: u64, idx: u64, on: bool) -> Result<()> {
         let (pno, byte, mask) = self.bit(first, idx)?;
-        let mut p = self.page(pno, Tag::Bitmap)?;
+        let p = self.page_mut(pno, Tag::Bitmap)?;
         if on {
             p[byte] |= mask;
         } else {
             p[byte] &= !mask;
         }
-        self.put_page(pno, p, Tag::Bitmap);
         Ok(())
     }
 
@@ -90,15 +151,11 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
     pub fn alloc_meta_page(&mut self, tag: Tag) -> Result<u64> {
         let sb = self.sb;
         let span = sb.meta_pages - sb.pool_first;
-        // One read (and checksum) per bitmap page scanned, not one per bit tested.
-        let mut held: Option<(u64, PageBuf)> = None;
+        // One read (and checksum) per bitmap page per transaction, not one per bit.
         for k in 0..span {
             let pno = sb.pool_first + (self.alloc_hint - sb.pool_first + k) % span;
             let (bp, byte, mask) = self.bit(sb.mbitmap_first, pno)?;
-            if held.as_ref().is_none_or(|h| h.0 != bp) {
-                held = Some((bp, self.page(bp, Tag::Bitmap)?));
-            }
-            if held.as_ref().is_some_and(|h| h.1[byte] & mask == 0) {
+            if self.page_ref(bp, Tag::Bitmap)?[byte] & mask == 0 {
                 self.set_bit(sb.mbitmap_first, pno, true)?;
                 self.put_page(pno, crate::media::zero_page(), tag);
                 self.alloc_hint = pno + 1;
@@ -135,27 +192,6 @@ impl<R: MediaRead + ?Sized> PageSource for Txn<'_, R> {
         &self.sb
     }
     fn page(&mut self, pno: u64, tag: Tag) -> Result<PageBuf> {
-        if let Some(p) = self.dirty.get(&pno) {
-            // Sealed by this transaction: its checksum is right; only its kind can be
-            // wrong (and then `verify` says so).
-            if crate::media::le::u32_at(&p[..], crate::media::BODY + 4) != tag as u32 {
-                crate::media::verify(p, pno, tag)?;
-            }
-            return Ok(p.clone());
-        }
-        if pno >= self.sb.meta_pages {
-            return Err(FsError::Corrupt {
-                what: tag.name(),
-                at: Location {
-                    page: pno,
-                    offset: 0,
-                },
-                why: format!(
-                    "page number beyond the {} metadata pages",
-                    self.sb.meta_pages
-                ),
-            });
-        }
-        read_checked(self.mem, pno, tag)
+        self.page_ref(pno, tag).cloned()
     }
 }
