@@ -78,6 +78,12 @@ pub trait MediaRead {
     fn media_size(&self) -> u64;
     /// Copies `buf.len()` bytes at `addr` into `buf`.
     fn media_read(&mut self, addr: Addr, buf: &mut [u8]) -> std::result::Result<(), SpineError>;
+    /// Page `pno`, checked to be a sound page of kind `tag` ([`read_checked`]). A
+    /// source holding images whose checksums it already knows to be right (pages it
+    /// sealed, or checked on the way in) may skip recomputing them.
+    fn checked_page(&mut self, pno: u64, tag: Tag) -> Result<PageBuf> {
+        read_checked(self, pno, tag)
+    }
 }
 
 impl<M: Memory + ?Sized> MediaRead for M {

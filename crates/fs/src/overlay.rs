@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use pmlab_spine::{Addr, SpineError};
 
-use crate::media::{BODY, MediaRead, PAGE, PageBuf, zero_page};
+use crate::media::{BODY, MediaRead, PAGE, PageBuf, Tag, le, read_checked, verify, zero_page};
 use crate::txn::Changes;
 
 /// How long a torn page is re-read before it is taken for damaged: long enough for the
@@ -116,5 +116,29 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
             done += n;
         }
         Ok(())
+    }
+
+    /// Pages the client sealed itself, and pages already found sound on the way in,
+    /// are not checksummed again: only their kind is checked. A page read from the
+    /// mapping is checksummed once, by the torn-read check.
+    fn checked_page(&mut self, pno: u64, tag: Tag) -> crate::error::Result<PageBuf> {
+        let known = self.pages.get(&pno).or_else(|| self.seen.get(&pno));
+        if let Some(p) = known {
+            if le::u32_at(&p[..], BODY + 4) != tag as u32 {
+                verify(p, pno, tag)?;
+            }
+            return Ok(p.clone());
+        }
+        if (pno + 1) * PAGE > self.media_size() {
+            return read_checked(self, pno, tag);
+        }
+        let mut p = zero_page();
+        let sound = read_whole_page(self.base, pno * PAGE, &mut p[..])?;
+        if !sound || le::u32_at(&p[..], BODY + 4) != tag as u32 {
+            // Reports what is wrong with it.
+            verify(&p, pno, tag)?;
+        }
+        self.seen.insert(pno, p.clone());
+        Ok(p)
     }
 }

@@ -4,7 +4,7 @@
 use crate::error::{FsError, Location, Result};
 use crate::inode::Inode;
 use crate::layout::Superblock;
-use crate::media::{MediaRead, PageBuf, Tag, read_checked};
+use crate::media::{MediaRead, PageBuf, Tag};
 
 /// A source of checked metadata pages and inodes.
 pub trait PageSource {
@@ -75,6 +75,6 @@ impl<R: MediaRead + ?Sized> PageSource for MediaView<'_, R> {
                 ),
             });
         }
-        read_checked(self.mem, pno, tag)
+        self.mem.checked_page(pno, tag)
     }
 }
