@@ -124,6 +124,7 @@ fn reply(c: &Client, id: u64, r: Reply, fd: Option<&File>) {
 
 impl State {
     fn commit(&mut self, changes: &Changes) -> Result<()> {
+        self.rewind_page_cursors(changes);
         self.seq += 1;
         redo::commit(&mut self.meta, &self.sb, self.seq, changes)
     }
@@ -206,8 +207,10 @@ impl State {
         for i in &c.inodes {
             self.reserved_inodes.remove(i);
         }
-        for p in &c.pages {
-            self.reserved_pages.remove(p);
+        for &(d, p) in &c.pages {
+            self.reserved_pages.remove(&(d, p));
+            let cur = self.page_cursor.entry(d).or_insert(p);
+            *cur = (*cur).min(p);
         }
         for ino in c.opens.keys() {
             self.maybe_reclaim(*ino);
@@ -237,6 +240,7 @@ impl State {
         };
         let out = apply_batch(&mut self.meta, self.sb, &auth, &ops)
             .map_err(|r| format!("batch rejected: {r}"))?;
+        self.rewind_page_cursors(&out.changes);
         self.seq += 1;
         redo::commit(&mut self.meta, &self.sb, self.seq, &out.changes)
             .map_err(|e| e.to_string())?;
@@ -370,8 +374,9 @@ impl State {
         let mut p = start;
         // Once round the space; an extent search goes on for n - 1 more pages, so that
         // it still finds a run straddling the page it started from.
-        let steps = total - 1 + if contiguous { u64::from(n) - 1 } else { 0 };
-        for _ in 0..steps {
+        let mut left = total - 1 + if contiguous { u64::from(n) - 1 } else { 0 };
+        while left > 0 {
+            left -= 1;
             if p == 1 && contiguous {
                 // Wrapped around: a run cannot continue across the end of the space.
                 pages.clear();
@@ -382,6 +387,17 @@ impl State {
             }
             let b = &held.as_ref().unwrap().1;
             let bit = p % bits_pp;
+            // A byte of pages all in use is passed over at once (after a rewind the
+            // search crosses runs of them).
+            if bit.is_multiple_of(8) && b[(bit / 8) as usize] == 0xFF && p + 8 < total && left >= 7
+            {
+                if contiguous {
+                    pages.clear();
+                }
+                left -= 7;
+                p += 8;
+                continue;
+            }
             let free = b[(bit / 8) as usize] & (1 << (bit % 8)) == 0
                 && !self.reserved_pages.contains(&(d, p));
             if free {
@@ -399,6 +415,33 @@ impl State {
                 .insert(d, if last + 1 >= total { 1 } else { last + 1 });
         }
         Ok(pages)
+    }
+
+    /// Moves a domain's page cursor back to the lowest data page a batch frees (seen
+    /// as a bit going from set to clear in the domain's bitmap, against the media
+    /// before the batch commits). Freed pages are then used again before untouched
+    /// ones, which keeps a volume's working set small (an erased KVFS object's extent
+    /// serves the next put), while the search stays next-fit between frees.
+    fn rewind_page_cursors(&mut self, changes: &Changes) {
+        let sb = self.sb;
+        let lo = sb.dbitmap_first;
+        let hi = lo + sb.dbitmap_pages * sb.max_domains;
+        if sb.dbitmap_pages == 0 {
+            return;
+        }
+        for (&pno, img) in changes.range(lo..hi) {
+            let d = (pno - lo) / sb.dbitmap_pages;
+            let Ok(old) = crate::media::read_raw(&mut self.meta, pno) else {
+                continue;
+            };
+            let freed = (0..crate::media::BODY).find(|&i| old[i] & !img[i] != 0);
+            if let Some(i) = freed {
+                let bit = i as u64 * 8 + u64::from((old[i] & !img[i]).trailing_zeros());
+                let page = ((pno - sb.dbitmap_of(d)) * crate::layout::BITS_PER_PAGE + bit).max(1);
+                let cur = self.page_cursor.entry(d as u16).or_insert(page);
+                *cur = (*cur).min(page);
+            }
+        }
     }
 
     fn domain_fd(&mut self, id: u64, d: u16, dom: Domain) -> Result<(Reply, File)> {
