@@ -16,7 +16,7 @@
 //! so the service never frees a file some client still holds open. Opening and closing
 //! a file therefore cost no call into the service in the common case.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -79,7 +79,9 @@ pub struct State {
     inflight: Vec<ReplyRx>,
     journal: Vec<Op>,
     inodes: Vec<u64>,
-    pages: HashMap<u16, Vec<u64>>,
+    /// Data pages reserved to this client, by domain: a set, because every page a batch
+    /// uses is looked up and removed (a KVFS client holds hundreds at once).
+    pages: HashMap<u16, BTreeSet<u64>>,
     domains: HashMap<u16, Map>,
     my_domains: HashMap<u32, u16>,
     names: HashMap<(u64, String), u64>,
@@ -136,7 +138,7 @@ struct LocalAuth<'a> {
     cred: (u32, u32),
     leases: &'a HashMap<u64, (bool, u64)>,
     inodes: &'a [u64],
-    pages: &'a HashMap<u16, Vec<u64>>,
+    pages: &'a HashMap<u16, BTreeSet<u64>>,
     opens: &'a HashMap<u64, (u32, bool)>,
 }
 
@@ -262,7 +264,7 @@ impl State {
         self.inodes.retain(|i| !out.used_inodes.contains(i));
         for (d, p) in out.used_pages {
             if let Some(v) = self.pages.get_mut(&d) {
-                v.retain(|x| *x != p);
+                v.remove(&p);
             }
         }
         for op in &ops {
