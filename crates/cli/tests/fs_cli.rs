@@ -51,17 +51,28 @@ fn mkfs_then_fsck_is_clean_and_damage_is_reported_with_its_place() {
 
     let meta = vol.join("meta");
     let mut b = std::fs::read(&meta).unwrap();
-    // A damaged superblock: refused outright.
+    // The space's pages follow the region header page.
+    let h = pmlab_fs::map::SPACE_HEADER_BYTES as usize;
+    // A damaged region header: not a volume at all.
     b[20] ^= 0xff;
+    std::fs::write(&meta, &b).unwrap();
+    let (ok, out) = pmlab(&["fs", "fsck", vol.to_str().unwrap()]);
+    assert!(
+        !ok && out.contains("region") && out.contains("checksum"),
+        "{out}"
+    );
+    b[20] ^= 0xff;
+    // A damaged superblock: refused outright.
+    b[h + 20] ^= 0xff;
     std::fs::write(&meta, &b).unwrap();
     let (ok, out) = pmlab(&["fs", "fsck", vol.to_str().unwrap()]);
     assert!(
         !ok && out.contains("superblock") && out.contains("checksum"),
         "{out}"
     );
-    b[20] ^= 0xff;
+    b[h + 20] ^= 0xff;
     // Damage the domain table (page 1): an error naming page 1.
-    b[4096 + 7] ^= 0x10;
+    b[h + 4096 + 7] ^= 0x10;
     std::fs::write(&meta, &b).unwrap();
     let (ok, out) = pmlab(&["fs", "fsck", vol.to_str().unwrap()]);
     assert!(
@@ -144,8 +155,25 @@ fn stress_kills_clients_and_the_service_and_the_volume_recovers() {
         "5",
     ]);
     assert!(
-        ok && out.contains("2 kills, volume clean after every recovery"),
+        ok && out.contains("2 kills in") && out.contains("volume clean and all"),
         "{out}"
     );
     assert!(out.contains("service") && out.contains("client"), "{out}");
+}
+
+#[test]
+fn crashtest_passes_the_correct_commit_and_fails_a_broken_one() {
+    let (ok, out) = pmlab(&["fs", "crashtest", "--batches", "3", "--seed", "2"]);
+    assert!(ok && out.contains("no failures"), "{out}");
+    let (ok, out) = pmlab(&[
+        "fs",
+        "crashtest",
+        "--batches",
+        "3",
+        "--fault",
+        "skip-commit-fence",
+    ]);
+    assert!(!ok && out.contains("crash images failed"), "{out}");
+    let (ok, out) = pmlab(&["fs", "crashtest", "--fault", "skip-nothing"]);
+    assert!(!ok && out.contains("is not one of"), "{out}");
 }
