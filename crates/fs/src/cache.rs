@@ -6,9 +6,10 @@
 //! caching sound: while the client holds a lease covering an object, no other client
 //! may change it, so what the client read under the lease stays true. The cache is
 //! therefore emptied whenever that guarantee lapses or changes hands — when a lease is
-//! acquired (what was read before it may be stale) or given back, and when the journal
-//! is shipped (the service's own allocations of metadata pages replace the client's
-//! provisional ones). The client's own recorded operations drop exactly the entries
+//! acquired (what was read before it may be stale) or given back, and when the overlay
+//! is dropped after the service applied what was shipped (an fsync, a lease change, the
+//! overlay's size cap: the service's own allocations of metadata pages then replace the
+//! client's provisional ones). The client's own recorded operations drop exactly the entries
 //! whose pages they changed.
 
 use std::collections::HashMap;

@@ -48,8 +48,8 @@ pub const SHIP_OPS: usize = 256;
 const OVERLAY_MAX_PAGES: usize = 8192;
 /// Inodes and pages asked for by the first reservation. Each further reservation asks
 /// for twice as many, up to [`RESERVE_MAX`]: a client that creates many files pays for
-/// few round trips, one that creates a few does not hoard (the service zeroes every
-/// page it hands out, and reserved resources are lost to others until disconnect).
+/// few round trips, one that creates a few does not hoard (reserved resources are lost
+/// to others until disconnect).
 const RESERVE_FIRST: u32 = 32;
 /// The largest reservation asked for at once.
 const RESERVE_MAX: u32 = 1024;
@@ -644,7 +644,9 @@ impl Client {
         std::thread::spawn(move || {
             // The revoker: ships the journal and gives the lease back.
             for (ino, grant) in rrx {
-                let mut s = st.lock().unwrap();
+                // Like `Client::state`: a caller that panicked holding the state must not
+                // silence the revoker, or the service would drop this client.
+                let mut s = st.lock().unwrap_or_else(|e| e.into_inner());
                 {
                     let mut l = sh.leases.lock().unwrap();
                     // A revocation of a grant since replaced (or released) is stale.

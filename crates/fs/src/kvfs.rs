@@ -82,7 +82,11 @@ impl Kvfs {
                 // A volume too full for a whole run still serves single extents.
                 _ => match s.take_extent(domain, n * EXTENTS_PER_RESERVE) {
                     Ok(first) => (first, EXTENTS_PER_RESERVE),
-                    Err(FsError::NoSpace(_)) => (s.take_extent(domain, n)?, 1),
+                    // The service answers a run it cannot find with a refusal; a real
+                    // denial comes back again from the single-extent request.
+                    Err(FsError::NoSpace(_) | FsError::Refused(_)) => {
+                        (s.take_extent(domain, n)?, 1)
+                    }
                     Err(e) => return Err(e),
                 },
             };
