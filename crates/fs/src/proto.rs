@@ -60,11 +60,6 @@ pub enum Request {
         /// The domain.
         domain: u16,
     },
-    /// Note that the client holds `ino` open (it survives an unlink until closed).
-    Open {
-        /// The object.
-        ino: u64,
-    },
     /// Note that the client holds these objects open. Clients send it lazily: before
     /// giving back a lease (another client may be about to unlink or rename them) and
     /// before shipping a batch that unlinks one of them. Each object stays registered

@@ -538,24 +538,10 @@ impl State {
                 Ok((r, Some(f)))
             })()
             .map_err(|e| e.to_string()),
-            // An inode reserved to the client may be one its unshipped journal creates.
-            Request::Open { ino } => match self.view().inode(ino) {
-                Ok(i) if i.kind != Kind::Free || self.clients[&id].inodes.contains(&ino) => {
-                    *self
-                        .clients
-                        .get_mut(&id)
-                        .unwrap()
-                        .opens
-                        .entry(ino)
-                        .or_default() += 1;
-                    Ok((Reply::Ok, None))
-                }
-                Ok(_) => Err(format!("inode {ino} is free")),
-                Err(e) => Err(e.to_string()),
-            },
             // Registered once however often the client opened it: the client sends
             // one close when its last local open goes. A free inode not reserved to the
-            // client is no open file of its and is skipped.
+            // client is no open file of its and is skipped (an inode reserved to the client
+            // may be one its unshipped journal creates).
             Request::Opened { inos } => {
                 for ino in inos {
                     let ok = matches!(self.view().inode(ino),

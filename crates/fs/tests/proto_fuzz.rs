@@ -31,7 +31,7 @@ fn arb_request() -> impl Strategy<Value = Request> {
         ),
         any::<u32>().prop_map(|mode| Request::Domain { mode }),
         any::<u16>().prop_map(|domain| Request::MapDomain { domain }),
-        any::<u64>().prop_map(|ino| Request::Open { ino }),
+        proptest::collection::vec(any::<u64>(), 0..8).prop_map(|inos| Request::Opened { inos }),
         any::<u64>().prop_map(|ino| Request::Close { ino }),
     ]
 }
