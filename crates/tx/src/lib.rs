@@ -60,7 +60,7 @@ pub use error::TxError;
 pub use protocol::{Fault, Protocol};
 pub use redo::{
     REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoImage, RedoLog, RedoRecord, RedoRecovery, RedoTx,
-    decode_redo, encode_redo, redo_body_len,
+    decode_redo, decode_redo_with, encode_redo, redo_body_len, redo_record_len,
 };
 pub use txmem::TxMemory;
 pub use undo::{

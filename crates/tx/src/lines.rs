@@ -28,7 +28,7 @@ impl LineSet {
     }
 
     /// Flushes every line (`clwb`); the caller fences.
-    pub(crate) fn flush<M: Memory>(&self, mem: &mut M) -> Result<(), SpineError> {
+    pub(crate) fn flush<M: Memory + ?Sized>(&self, mem: &mut M) -> Result<(), SpineError> {
         // The last line of a space whose size is not a multiple of LINE is partial.
         let size = mem.size();
         let flush_run = |mem: &mut M, first: u64, last: u64| {
@@ -56,7 +56,7 @@ impl LineSet {
 
 /// Checks that a log of `structure` at `[base, base + len)` is line-aligned, can hold a
 /// header line and one record line, and lies inside `mem`.
-pub(crate) fn check_log_area<M: Memory>(
+pub(crate) fn check_log_area<M: Memory + ?Sized>(
     structure: &'static str,
     mem: &M,
     base: Addr,

@@ -8,6 +8,14 @@ pub enum Fault {
     /// Redo: apply the writes in place without the fence that makes the log (and its
     /// commit checksum) durable first.
     RedoSkipLogFence,
+    /// Redo: return from commit without the fence that makes the in-place writes
+    /// durable. The log still vouches for them until the next transaction overwrites
+    /// it — and that transaction's log can become durable before these writes do.
+    RedoSkipApplyFence,
+    /// Redo: the checksum covers the header alone, and recovery checks it the same
+    /// way, so a header that became durable before its body passes for a committed
+    /// transaction and recovery replays whatever the body lines hold.
+    RedoHeaderOnlyChecksum,
     /// Undo: store in place without the fence that makes the undo record durable first.
     UndoSkipSnapshotFence,
     /// Undo: write the commit mark without the fence that makes the data durable first.
@@ -15,6 +23,43 @@ pub enum Fault {
     /// Allocator: update the allocation state without the fence that makes the intent
     /// record durable first.
     AllocSkipIntentFence,
+}
+
+impl Fault {
+    /// Every fault.
+    pub const ALL: [Fault; 6] = [
+        Fault::RedoSkipLogFence,
+        Fault::RedoSkipApplyFence,
+        Fault::RedoHeaderOnlyChecksum,
+        Fault::UndoSkipSnapshotFence,
+        Fault::UndoSkipDataFence,
+        Fault::AllocSkipIntentFence,
+    ];
+
+    /// The faults of the redo log's commit protocol.
+    pub const REDO: [Fault; 3] = [
+        Fault::RedoSkipLogFence,
+        Fault::RedoSkipApplyFence,
+        Fault::RedoHeaderOnlyChecksum,
+    ];
+
+    /// The fault's name on command lines (`skip-log-fence`, ...). Names are unique
+    /// across structures.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::RedoSkipLogFence => "skip-log-fence",
+            Fault::RedoSkipApplyFence => "skip-apply-fence",
+            Fault::RedoHeaderOnlyChecksum => "header-only-checksum",
+            Fault::UndoSkipSnapshotFence => "skip-snapshot-fence",
+            Fault::UndoSkipDataFence => "skip-data-fence",
+            Fault::AllocSkipIntentFence => "skip-intent-fence",
+        }
+    }
+
+    /// The fault named `name` (see [`Fault::name`]).
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
 }
 
 /// How a log or allocator runs its protocol.
@@ -33,7 +78,39 @@ impl Protocol {
         Protocol { fault: Some(fault) }
     }
 
-    pub(crate) fn has(self, fault: Fault) -> bool {
+    /// Whether this protocol carries `fault`.
+    pub fn has(self, fault: Fault) -> bool {
         self.fault == Some(fault)
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.fault {
+            None => write!(f, "correct"),
+            Some(fault) => write!(f, "{}", fault.name()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_names_round_trip_and_are_unique() {
+        for f in Fault::ALL {
+            assert_eq!(Fault::from_name(f.name()), Some(f));
+        }
+        let mut names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Fault::ALL.len());
+        assert_eq!(Fault::from_name("skip-everything"), None);
+        assert_eq!(Protocol::CORRECT.to_string(), "correct");
+        assert_eq!(
+            Protocol::broken(Fault::RedoSkipApplyFence).to_string(),
+            "skip-apply-fence"
+        );
     }
 }

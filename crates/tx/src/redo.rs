@@ -93,8 +93,19 @@ pub struct RedoImage {
     pub records: Vec<RedoRecord>,
 }
 
+/// Bytes one record of `data_len` bytes takes in the log: its 16-byte head (`addr`,
+/// `len`) and the data padded to 8. A log of records `r` needs
+/// [`REDO_HEADER`] + the sum of `redo_record_len(r.len())` bytes.
+pub fn redo_record_len(data_len: u64) -> u64 {
+    RECORD_HEAD + pad8(data_len)
+}
+
 /// Encodes a log: the 64-byte header followed by the body.
 pub fn encode_redo(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
+    encode_redo_with(seq, records, Protocol::CORRECT)
+}
+
+fn encode_redo_with(seq: u64, records: &[RedoRecord], protocol: Protocol) -> Vec<u8> {
     let body_len: u64 = records
         .iter()
         .map(|r| RECORD_HEAD + pad8(r.data.len() as u64))
@@ -111,14 +122,17 @@ pub fn encode_redo(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
     put_u64(&mut b, 8, seq);
     put_u64(&mut b, 16, body_len);
     put_u64(&mut b, 24, records.len() as u64);
-    let crc = redo_crc(&b[8..32], &b[REDO_HEADER as usize..]);
+    let crc = redo_crc(&b[8..32], &b[REDO_HEADER as usize..], protocol);
     put_u32(&mut b, 32, crc);
     b
 }
 
 /// Not a CRC-32: records often hold CRC-sealed data, which a CRC cannot tell apart
 /// (see [`crate::checksum`]).
-fn redo_crc(fields: &[u8], body: &[u8]) -> u32 {
+fn redo_crc(fields: &[u8], body: &[u8], protocol: Protocol) -> u32 {
+    if protocol.has(Fault::RedoHeaderOnlyChecksum) {
+        return crate::checksum::log_checksum(&[fields]);
+    }
     crate::checksum::log_checksum(&[fields, body])
 }
 
@@ -130,6 +144,13 @@ pub fn redo_body_len(header: &[u8]) -> Option<u64> {
 
 /// Decodes a log image (header + body). Never panics, whatever the bytes.
 pub fn decode_redo(b: &[u8]) -> Result<RedoImage, RedoDecodeError> {
+    decode_redo_with(b, Protocol::CORRECT)
+}
+
+/// [`decode_redo`] checking the checksum as `protocol` computes it (a log written
+/// under [`Fault::RedoHeaderOnlyChecksum`] is read back the same broken way, as that
+/// protocol's recovery would).
+pub fn decode_redo_with(b: &[u8], protocol: Protocol) -> Result<RedoImage, RedoDecodeError> {
     let trunc = |offset, field| RedoDecodeError::Truncated { offset, field };
     if get_u64(b, 0).ok_or(trunc(0, "magic"))? != REDO_MAGIC {
         return Err(RedoDecodeError::Magic);
@@ -143,7 +164,7 @@ pub fn decode_redo(b: &[u8]) -> Result<RedoImage, RedoDecodeError> {
         .filter(|&e| e <= b.len() as u64);
     let body_end = body_end.ok_or(trunc(REDO_HEADER, "body"))? as usize;
     let body = &b[REDO_HEADER as usize..body_end];
-    let computed = redo_crc(&b[8..32], body);
+    let computed = redo_crc(&b[8..32], body, protocol);
     if computed != stored {
         return Err(RedoDecodeError::Checksum { stored, computed });
     }
@@ -196,7 +217,11 @@ pub struct RedoLog {
 
 impl RedoLog {
     /// Formats `[base, base + len)` as an empty log (one persist: flush + fence).
-    pub fn format<M: Memory>(mem: &mut M, base: Addr, len: u64) -> Result<RedoLog, TxError> {
+    pub fn format<M: Memory + ?Sized>(
+        mem: &mut M,
+        base: Addr,
+        len: u64,
+    ) -> Result<RedoLog, TxError> {
         crate::lines::check_log_area("redo log", mem, base, len)?;
         let image = encode_redo(0, &[]);
         mem.write(base, &image)?;
@@ -211,10 +236,21 @@ impl RedoLog {
 
     /// Opens a formatted log and recovers: a checksum-valid log is replayed (again —
     /// replay is idempotent) and made durable; anything else is ignored.
-    pub fn open<M: Memory>(
+    pub fn open<M: Memory + ?Sized>(
         mem: &mut M,
         base: Addr,
         len: u64,
+    ) -> Result<(RedoLog, RedoRecovery), TxError> {
+        Self::open_with_protocol(mem, base, len, Protocol::CORRECT)
+    }
+
+    /// [`RedoLog::open`] reading the log as `protocol` writes it, and keeping that
+    /// protocol for later commits (crash tests of a broken protocol recover with it).
+    pub fn open_with_protocol<M: Memory + ?Sized>(
+        mem: &mut M,
+        base: Addr,
+        len: u64,
+        protocol: Protocol,
     ) -> Result<(RedoLog, RedoRecovery), TxError> {
         crate::lines::check_log_area("redo log", mem, base, len)?;
         let mut header = vec![0u8; REDO_HEADER as usize];
@@ -237,7 +273,7 @@ impl RedoLog {
         if body_len <= len - REDO_HEADER {
             let mut image = vec![0u8; (REDO_HEADER + body_len) as usize];
             mem.read(base, &mut image)?;
-            if let Ok(log) = decode_redo(&image) {
+            if let Ok(log) = decode_redo_with(&image, protocol) {
                 let mut lines = LineSet::default();
                 for r in &log.records {
                     mem.write(r.addr, &r.data)?;
@@ -255,7 +291,7 @@ impl RedoLog {
             base,
             len,
             next_seq: seq.wrapping_add(1),
-            protocol: Protocol::CORRECT,
+            protocol,
         };
         Ok((log, rec))
     }
@@ -271,8 +307,28 @@ impl RedoLog {
         self.len - REDO_HEADER
     }
 
+    /// The first byte of the log area.
+    pub fn base(&self) -> Addr {
+        self.base
+    }
+
+    /// Bytes of the log area.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Never true: a log area holds at least a header line and a record line.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The number the next committed transaction will carry.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
     /// Begins a transaction; nothing is written until commit.
-    pub fn begin<'a, M: Memory>(&'a mut self, mem: &'a mut M) -> RedoTx<'a, M> {
+    pub fn begin<'a, M: Memory + ?Sized>(&'a mut self, mem: &'a mut M) -> RedoTx<'a, M> {
         RedoTx {
             log: self,
             mem,
@@ -284,14 +340,14 @@ impl RedoLog {
 
 /// A redo transaction: reads see its own writes; commit makes all of them durable
 /// atomically with two fences; dropping it or [`RedoTx::abort`] discards them.
-pub struct RedoTx<'a, M: Memory> {
+pub struct RedoTx<'a, M: Memory + ?Sized> {
     log: &'a mut RedoLog,
     mem: &'a mut M,
     writes: Vec<RedoRecord>,
     log_bytes: u64,
 }
 
-impl<M: Memory> RedoTx<'_, M> {
+impl<M: Memory + ?Sized> RedoTx<'_, M> {
     /// Reads `buf.len()` bytes at `addr` as this transaction sees them.
     pub fn read(&mut self, addr: Addr, buf: &mut [u8]) -> Result<(), TxError> {
         self.mem.read(addr, buf)?;
@@ -345,7 +401,7 @@ impl<M: Memory> RedoTx<'_, M> {
             return Ok(());
         }
         let seq = self.log.next_seq;
-        let image = encode_redo(seq, &self.writes);
+        let image = encode_redo_with(seq, &self.writes, self.log.protocol);
         let base = self.log.base;
         self.mem.write(base, &image)?;
         let mut log_lines = LineSet::default();
@@ -361,7 +417,9 @@ impl<M: Memory> RedoTx<'_, M> {
             data_lines.add(w.addr, w.data.len() as u64);
         }
         data_lines.flush(self.mem)?;
-        self.mem.fence();
+        if !self.log.protocol.has(Fault::RedoSkipApplyFence) {
+            self.mem.fence();
+        }
         Ok(())
     }
 

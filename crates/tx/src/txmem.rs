@@ -29,7 +29,7 @@ pub trait TxMemory {
     }
 }
 
-impl<M: Memory> TxMemory for RedoTx<'_, M> {
+impl<M: Memory + ?Sized> TxMemory for RedoTx<'_, M> {
     fn tx_read(&mut self, addr: Addr, buf: &mut [u8]) -> Result<(), TxError> {
         self.read(addr, buf)
     }

@@ -61,11 +61,18 @@ fn tag(committed: usize, committing: bool) -> u64 {
     committed as u64 * 2 + committing as u64
 }
 
-/// Recovers an image and says what is wrong with it, if anything.
-fn judge(kind: Kind, point: CrashPoint, image: &[u8], states: &[Vec<u8>]) -> Option<String> {
+/// Recovers an image (as `protocol` recovers: a broken checksum is checked the same
+/// broken way) and says what is wrong with it, if anything.
+fn judge(
+    kind: Kind,
+    protocol: Protocol,
+    point: CrashPoint,
+    image: &[u8],
+    states: &[Vec<u8>],
+) -> Option<String> {
     let mut m = CrashMemory::from_image(image.to_vec());
     let recovered = match kind {
-        Kind::Redo => RedoLog::open(&mut m, LOG, LOG_LEN).map(|_| ()),
+        Kind::Redo => RedoLog::open_with_protocol(&mut m, LOG, LOG_LEN, protocol).map(|_| ()),
         Kind::Undo => UndoLog::open(&mut m, LOG, LOG_LEN).map(|_| ()),
     };
     if let Err(e) = recovered {
@@ -79,7 +86,7 @@ fn judge(kind: Kind, point: CrashPoint, image: &[u8], states: &[Vec<u8>]) -> Opt
         let again = m.current().to_vec();
         let mut m2 = CrashMemory::from_image(again);
         let _ = match kind {
-            Kind::Redo => RedoLog::open(&mut m2, LOG, LOG_LEN).map(|_| ()),
+            Kind::Redo => RedoLog::open_with_protocol(&mut m2, LOG, LOG_LEN, protocol).map(|_| ()),
             Kind::Undo => UndoLog::open(&mut m2, LOG, LOG_LEN).map(|_| ()),
         };
         if &m2.current()[DATA..DATA + DATA_LEN] != data {
@@ -131,7 +138,7 @@ fn explore(kind: Kind, protocol: Protocol, seed: u64, count: usize) -> Outcome {
             ..Explorer::default()
         },
         |p, img| {
-            if let Some(v) = judge(kind, p, img, &states) {
+            if let Some(v) = judge(kind, protocol, p, img, &states) {
                 let mut vs = violations.borrow_mut();
                 vs.0 += 1;
                 vs.1.get_or_insert(v);
@@ -226,6 +233,20 @@ fn assert_caught(kind: Kind, fault: Fault) {
 #[test]
 fn redo_without_the_log_fence_is_caught() {
     assert_caught(Kind::Redo, Fault::RedoSkipLogFence);
+}
+
+/// Without the apply fence, the next transaction's log can become durable while this
+/// one's in-place writes are still in flight: neither log vouches for them any more.
+#[test]
+fn redo_without_the_apply_fence_is_caught() {
+    assert_caught(Kind::Redo, Fault::RedoSkipApplyFence);
+}
+
+/// With a checksum over the header alone, a header durable before its body replays
+/// stale body lines.
+#[test]
+fn redo_with_a_header_only_checksum_is_caught() {
+    assert_caught(Kind::Redo, Fault::RedoHeaderOnlyChecksum);
 }
 
 #[test]

@@ -49,9 +49,9 @@ fn data(m: &mut impl Memory) -> Vec<u8> {
     d
 }
 
-fn recover(kind: Kind, m: &mut impl Memory) -> Result<(), String> {
+fn recover(kind: Kind, protocol: Protocol, m: &mut impl Memory) -> Result<(), String> {
     match kind {
-        Kind::Redo => RedoLog::open(m, LOG, LOG_LEN).map(|_| ()),
+        Kind::Redo => RedoLog::open_with_protocol(m, LOG, LOG_LEN, protocol).map(|_| ()),
         Kind::Undo => UndoLog::open(m, LOG, LOG_LEN).map(|_| ()),
     }
     .map_err(|e| format!("recovery failed: {e}"))
@@ -118,7 +118,7 @@ fn run(
         let new = data(&mut m);
         let report = rec.explore(&opts(), |c| {
             let mut img = c.memory();
-            recover(kind, &mut img)?;
+            recover(kind, protocol, &mut img)?;
             let d = data(&mut img);
             if d == old || (commits && d == new) {
                 Ok(())
@@ -160,6 +160,8 @@ fn redo_and_undo_survive_every_crash_on_the_model() {
 fn broken_protocols_are_caught_on_the_model() {
     for (kind, fault) in [
         (Kind::Redo, Fault::RedoSkipLogFence),
+        (Kind::Redo, Fault::RedoSkipApplyFence),
+        (Kind::Redo, Fault::RedoHeaderOnlyChecksum),
         (Kind::Undo, Fault::UndoSkipSnapshotFence),
         (Kind::Undo, Fault::UndoSkipDataFence),
     ] {
