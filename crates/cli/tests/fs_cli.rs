@@ -165,15 +165,17 @@ fn stress_kills_clients_and_the_service_and_the_volume_recovers() {
 fn crashtest_passes_the_correct_commit_and_fails_a_broken_one() {
     let (ok, out) = pmlab(&["fs", "crashtest", "--batches", "3", "--seed", "2"]);
     assert!(ok && out.contains("no failures"), "{out}");
+    assert!(out.contains("per commit: 2.0 fences"), "{out}");
     let (ok, out) = pmlab(&[
         "fs",
         "crashtest",
         "--batches",
         "3",
         "--fault",
-        "skip-commit-fence",
+        "skip-log-fence",
     ]);
     assert!(!ok && out.contains("crash images failed"), "{out}");
+    assert!(out.contains("protocol skip-log-fence"), "{out}");
     let (ok, out) = pmlab(&["fs", "crashtest", "--fault", "skip-nothing"]);
     assert!(!ok && out.contains("is not one of"), "{out}");
 }

@@ -6,7 +6,8 @@
 //! seeded workload ([`workload::Workload`], xoshiro256++) draws batches of valid metadata
 //! operations; each batch goes the service's way — encoded as a journal, decoded,
 //! validated and applied ([`crate::apply::apply_batch`]), committed through the redo log
-//! ([`crate::redo::commit_with`]) — while the machine records every change of its
+//! ([`crate::redo::MetaLog::commit`], pmlab-tx's two-fence redo transaction) — while
+//! the machine records every change of its
 //! durable state. A batch whose commit returned is acknowledged, as the service's reply
 //! to an fsync is.
 //!
@@ -23,8 +24,10 @@
 //! their own and that recovery is explored the same way: a crash while recovering must
 //! recover again to the same state.
 //!
-//! A broken [`Protocol`] (a [`crate::redo::Fault`]) must make the exploration fail:
-//! that is the evidence that it would catch a real bug.
+//! A broken [`Protocol`] (one of [`crate::redo::FAULTS`], pmlab-tx's redo faults) must
+//! make the exploration fail: that is the evidence that it would catch a real bug.
+//! `skip-apply-fence` only shows once a later batch's log overwrites the one that
+//! still vouches for the unfenced pages, so a run needs at least two batches.
 
 pub mod oracle;
 pub mod snapshot;
@@ -34,6 +37,7 @@ use pmlab_model::{
     ChaosConfig, CrashImage, ExploreOptions, Granularity, Machine, MachineConfig, PendingChoice,
     PointKind,
 };
+use pmlab_spine::Memory;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use thiserror::Error;
@@ -44,7 +48,7 @@ use crate::error::FsError;
 use crate::journal::{decode_batch, encode_batch};
 use crate::layout::{Params, Superblock};
 use crate::mkfs::{RootOwner, mkfs};
-use crate::redo::{self, Protocol};
+use crate::redo::{self, MetaLog, Protocol};
 use oracle::{Oracle, Recovered};
 use snapshot::{ImageRead, first_difference};
 use workload::{DIR_MODE, FILE_MODES, OP_NAMES, Workload};
@@ -181,6 +185,10 @@ pub struct Report {
     pub recovery_points: usize,
     /// Crash images of those recoveries handed to the oracle.
     pub recovery_images: usize,
+    /// Fences of the batches' commits, summed (2 per commit).
+    pub commit_fences: u64,
+    /// Cache lines flushed by the batches' commits, summed.
+    pub commit_flushes: u64,
     /// Rejected images (up to the configured limit).
     pub failures: Vec<Failure>,
 }
@@ -205,6 +213,17 @@ impl std::fmt::Display for Report {
             .map(|(n, c)| format!("{n} {c}"))
             .collect();
         writeln!(f, "operations: {}", kinds.join(", "))?;
+        if self.batches > 0 {
+            let per = |x: u64| x as f64 / self.batches as f64;
+            writeln!(
+                f,
+                "per commit: {:.1} fences, {:.1} lines flushed ({} fences, {} flushes in all)",
+                per(self.commit_fences),
+                per(self.commit_flushes),
+                self.commit_fences,
+                self.commit_flushes
+            )?;
+        }
         writeln!(
             f,
             "{} crash points, {} crash images, {} distinct ({} recovered to the state before their batch, {} after)",
@@ -307,23 +326,36 @@ fn machine_config(cfg: &Config) -> MachineConfig {
     c
 }
 
+/// What one served batch changed and cost.
+struct Served {
+    pages: usize,
+    fences: u64,
+    flushes: u64,
+}
+
 /// One batch the service's way: journal bytes decoded, validated and applied, committed.
 fn serve(
     m: &mut Machine,
     sb: Superblock,
-    seq: u64,
+    log: &mut MetaLog,
     journal: &[u8],
-    protocol: Protocol,
-) -> Result<usize, String> {
+) -> Result<Served, String> {
     let ops = decode_batch(journal).map_err(|e| format!("malformed journal: {e}"))?;
     let out = apply_batch(m, sb, &Harness, &ops).map_err(|r| format!("batch rejected: {r}"))?;
-    redo::commit_with(m, &sb, seq, &out.changes, protocol).map_err(|e| e.to_string())?;
-    Ok(out.changes.len())
+    let before = m.persist_counters();
+    log.commit(m, &out.changes).map_err(|e| e.to_string())?;
+    let after = m.persist_counters();
+    Ok(Served {
+        pages: out.changes.len(),
+        fences: after.fences - before.fences,
+        flushes: after.flushes - before.flushes,
+    })
 }
 
 /// Builds the volume on a fresh machine: mkfs, then one permission domain per file
-/// mode (the service adds domains in transactions of their own, as here).
-fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], u64), CrashTestError> {
+/// mode (the service adds domains in transactions of their own, as here). Returns the
+/// log handle the batches commit through, running `cfg.protocol`.
+fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], MetaLog), CrashTestError> {
     let mut m = Machine::new(machine_config(cfg))?;
     let owner = RootOwner {
         uid: 0,
@@ -331,8 +363,8 @@ fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], u64), CrashTest
         mode: DIR_MODE,
     };
     let sb = mkfs(&mut m, &volume_params(), owner)?;
+    let (mut log, _) = MetaLog::open_with(&mut m, &sb, cfg.protocol)?;
     let mut domains = [0u16; 2];
-    let mut seq = 0;
     for (slot, mode) in domains.iter_mut().zip(FILE_MODES) {
         let d = Domain {
             uid: 0,
@@ -340,12 +372,11 @@ fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], u64), CrashTest
             mode,
         };
         let (id, _, changes) = domain_for(&mut m, sb, d)?;
-        seq += 1;
-        redo::commit(&mut m, &sb, seq, &changes)?;
+        log.commit(&mut m, &changes)?;
         *slot = id;
     }
     m.persist_all();
-    Ok((m, sb, domains, seq))
+    Ok((m, sb, domains, log))
 }
 
 /// Explores a crash during the recovery of `image` (whose log holds a committed
@@ -385,7 +416,7 @@ fn explore_recovery(
 /// Runs a crash test: builds the volume, commits `cfg.batches` seeded batches and
 /// explores every crash point of each (and of the recovery of some of their images).
 pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
-    let (mut m, sb, domains, mut seq) = build(cfg)?;
+    let (mut m, sb, domains, mut log) = build(cfg)?;
     let mut workload = Workload::new(sb.inode_count, sb.domain_pages, domains);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(sub_seed(cfg.seed, 3));
     let opts = ExploreOptions {
@@ -404,9 +435,8 @@ pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
         let (ops, kinds) = workload.batch(&mut rng, cfg.max_ops);
         let after = workload.snapshot();
         let journal = encode_batch(&ops);
-        seq += 1;
-        let (served, rec) = m.record(|m| serve(m, sb, seq, &journal, cfg.protocol));
-        let pages = served.map_err(|why| CrashTestError::Refused {
+        let (served, rec) = m.record(|m| serve(m, sb, &mut log, &journal));
+        let served = served.map_err(|why| CrashTestError::Refused {
             seed: cfg.seed,
             batch,
             why,
@@ -421,7 +451,9 @@ pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
         }
         report.batches += 1;
         report.ops += ops.len();
-        report.pages_committed += pages;
+        report.pages_committed += served.pages;
+        report.commit_fences += served.fences;
+        report.commit_flushes += served.flushes;
         for k in kinds {
             report.ops_by_kind[k] += 1;
         }

@@ -403,18 +403,28 @@ impl<R: MediaRead + ?Sized> Checker<'_, R> {
 pub fn fsck<R: MediaRead + ?Sized>(mem: &mut R) -> Result<Report> {
     let sb = Superblock::read(mem)?;
     let mut report = Report::default();
-    match redo::inspect(mem, &sb)? {
-        (LogState::Committed(n), _) => report.findings.push(Finding {
+    // The log keeps its last transaction after commit (pmlab-tx's redo log is not
+    // cleared), so a valid, applied log is the normal state and no finding.
+    match redo::inspect(mem, &sb) {
+        Ok((LogState::Committed(n), _)) => report.findings.push(Finding {
             severity: Severity::Note,
             place: page_place(sb.log_first),
-            what: format!("the redo log holds a committed transaction of {n} pages; the service replays it when it starts"),
+            what: format!("the redo log holds a committed transaction of {n} pages not yet all in place; the service replays it when it starts"),
         }),
-        (LogState::Torn, _) => report.findings.push(Finding {
+        Ok((LogState::Torn, _)) => report.findings.push(Finding {
             severity: Severity::Note,
             place: page_place(sb.log_first),
-            what: "the redo log holds an incomplete commit; it is discarded when the service starts".into(),
+            what: "the redo log holds an incomplete commit (its checksum fails); the service ignores it and the next commit overwrites it".into(),
         }),
-        (LogState::Empty, _) => {}
+        Ok((LogState::Empty | LogState::Applied(_), _)) => {}
+        // A log that is not one, or one that verifies yet would replay something other
+        // than sealed metadata pages: the service refuses to start on it.
+        Err(crate::error::FsError::Corrupt { what, at, why }) => report.findings.push(Finding {
+            severity: Severity::Error,
+            place: page_place(at.page),
+            what: format!("{what} (byte {:#x}): {why}; the service will not start", at.page * PAGE + at.offset),
+        }),
+        Err(e) => return Err(e),
     }
     let mut c = Checker {
         view: MediaView::with_sb(mem, sb),

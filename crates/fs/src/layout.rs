@@ -6,7 +6,7 @@
 //! ```text
 //! page 0            superblock
 //! page 1            domain table
-//! log               the service's redo log (log_pages pages)
+//! log               the service's redo log (log_pages pages, a pmlab-tx RedoLog)
 //! meta bitmap       one bit per metadata page (1 = in use)
 //! data bitmaps      max_domains bitmaps, one bit per data page of each domain
 //! inode table       31 inodes of 128 bytes per page
@@ -22,8 +22,9 @@ use crate::media::{BODY, MediaRead, PAGE, Tag, le, read_raw, seal, verify, zero_
 
 /// The magic bytes at the start of the superblock.
 pub const MAGIC: &[u8; 8] = b"PMLABAER";
-/// The on-media format version this code reads and writes.
-pub const VERSION: u32 = 1;
+/// The on-media format version this code reads and writes. Version 2: the log pages
+/// hold a pmlab-tx redo log (version 1 had a log of its own, cleared after each commit).
+pub const VERSION: u32 = 2;
 /// Bits held by one bitmap page.
 pub const BITS_PER_PAGE: u64 = BODY as u64 * 8;
 /// Inodes held by one inode-table page.
@@ -315,5 +316,30 @@ impl Superblock {
     /// First page of domain `d`'s data bitmap.
     pub fn dbitmap_of(&self, d: u64) -> u64 {
         self.dbitmap_first + d * self.dbitmap_pages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmlab_spine::{Memory, VecMemory};
+
+    /// A version-1 volume (whose log pages are not a pmlab-tx redo log) is refused by
+    /// name before anything replays its log.
+    #[test]
+    fn a_volume_of_the_previous_format_is_refused() {
+        let sb = Superblock::plan(&Params::default()).unwrap();
+        let mut m = VecMemory::new((sb.meta_pages * PAGE) as usize);
+        let mut p = sb.encode();
+        le::put_u32(&mut p[..], 8, 1);
+        seal(&mut p, Tag::Super);
+        m.write(0, &p[..]).unwrap();
+        let e = Superblock::read(&mut m).unwrap_err().to_string();
+        assert!(
+            e.contains("format version 1 at byte 8 (this code reads version 2)"),
+            "{e}"
+        );
+        m.write(0, &sb.encode()[..]).unwrap();
+        assert_eq!(Superblock::read(&mut m).unwrap(), sb);
     }
 }

@@ -29,7 +29,8 @@ impl RootOwner {
 }
 
 /// Writes an empty file system into `mem`: superblock, empty domain table, empty redo
-/// log, bitmaps, inode table and a root directory. Returns the superblock.
+/// log (a formatted [`pmlab_tx::RedoLog`]), bitmaps, inode table and a root directory.
+/// Returns the superblock.
 pub fn mkfs<M: Memory + ?Sized>(mem: &mut M, p: &Params, owner: RootOwner) -> Result<Superblock> {
     let sb = Superblock::plan(p)?;
     if sb.meta_pages * PAGE > mem.size() {
@@ -48,10 +49,12 @@ pub fn mkfs<M: Memory + ?Sized>(mem: &mut M, p: &Params, owner: RootOwner) -> Re
     seal(&mut dt, Tag::Domains);
     write(mem, sb.domtab, &dt[..])?;
 
-    // An all-zero log header means "empty".
+    // The log pages hold a pmlab-tx redo log (crate::redo): zeroed, then formatted
+    // (header only). mkfs is the only writer of metadata pages outside a transaction.
     for pno in sb.log_first..sb.log_first + sb.log_pages {
         write(mem, pno, &zero_page()[..])?;
     }
+    crate::redo::MetaLog::format(mem, &sb)?;
 
     for i in 0..sb.mbitmap_pages {
         let mut b = zero_page();

@@ -24,7 +24,7 @@ use crate::layout::Superblock;
 use crate::lease::Leases;
 use crate::map::{Map, Writable};
 use crate::proto::{self, Frame, RepHeader, Reply, ReqHeader, Request};
-use crate::redo;
+use crate::redo::MetaLog;
 use crate::txn::Changes;
 use crate::view::{MediaView, PageSource};
 use crate::volume;
@@ -79,7 +79,9 @@ struct State {
     reserved_inodes: HashSet<u64>,
     reserved_pages: HashSet<(u16, u64)>,
     next_client: u64,
-    seq: u64,
+    /// The redo log every metadata write goes through (see `crate::redo`: the log is
+    /// replayed at start, so nothing may write a metadata page except through it).
+    log: MetaLog,
     inode_hint: u64,
     /// Per domain, the data page the next page search starts from (next-fit).
     page_cursor: HashMap<u16, u64>,
@@ -125,8 +127,7 @@ fn reply(c: &Client, id: u64, r: Reply, fd: Option<&File>) {
 impl State {
     fn commit(&mut self, changes: &Changes) -> Result<()> {
         self.rewind_page_cursors(changes);
-        self.seq += 1;
-        redo::commit(&mut self.meta, &self.sb, self.seq, changes)
+        self.log.commit(&mut self.meta, changes)
     }
 
     fn view(&mut self) -> MediaView<'_, Writable> {
@@ -241,8 +242,8 @@ impl State {
         let out = apply_batch(&mut self.meta, self.sb, &auth, &ops)
             .map_err(|r| format!("batch rejected: {r}"))?;
         self.rewind_page_cursors(&out.changes);
-        self.seq += 1;
-        redo::commit(&mut self.meta, &self.sb, self.seq, &out.changes)
+        self.log
+            .commit(&mut self.meta, &out.changes)
             .map_err(|e| e.to_string())?;
         let c = self.clients.get_mut(&id).unwrap();
         for i in out.used_inodes {
@@ -701,7 +702,9 @@ impl Drop for Handle {
 pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
     let (_f, mut meta) = volume::open_meta_rw(dir)?;
     let sb = Superblock::read(&mut meta)?;
-    redo::recover(&mut meta, &sb)?;
+    // Replays the log's last transaction (again, if it was applied: replay is
+    // idempotent because every metadata write goes through the log).
+    let (log, _) = MetaLog::open(&mut meta, &sb)?;
     if socket.exists() {
         if UnixStream::connect(socket).is_ok() {
             return Err(FsError::Exists(format!(
@@ -725,7 +728,7 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
         reserved_inodes: HashSet::new(),
         reserved_pages: HashSet::new(),
         next_client: 1,
-        seq: 0,
+        log,
         inode_hint: 0,
         page_cursor: HashMap::new(),
         cfg,

@@ -383,7 +383,7 @@ fn the_service_replays_its_log_and_reclaims_orphans_when_it_starts() {
             }],
         )
         .unwrap();
-        pmlab_fs::redo::commit(&mut m, &sb, 1, &out.changes).unwrap();
+        pmlab_fs::redo::commit(&mut m, &sb, &out.changes).unwrap();
         // And a committed but unapplied mkdir.
         let out = apply_batch(
             &mut m,

@@ -67,10 +67,10 @@ enum Cmd {
         /// Random subsets of the pending write-backs tried at each crash point.
         #[arg(long)]
         samples: Option<u32>,
-        /// Break the commit protocol on purpose (repeatable): skip-image-fence,
-        /// header-only-checksum, skip-commit-fence, skip-apply-fence.
-        #[arg(long = "fault")]
-        faults: Vec<String>,
+        /// Break the commit protocol (pmlab-tx's redo log) on purpose: skip-log-fence,
+        /// skip-apply-fence or header-only-checksum.
+        #[arg(long)]
+        fault: Option<String>,
     },
     /// Kill client processes and the service at random points (SIGKILL) while a seeded
     /// workload runs; after each kill the volume must recover, pass fsck, and keep every
@@ -216,10 +216,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             batches,
             cache_lines,
             samples,
-            faults,
+            fault,
         } => {
             use pmlab_fs::crashtest;
-            use pmlab_fs::redo::Fault;
+            use pmlab_fs::redo::{FAULTS, Fault, Protocol};
             let mut cfg = if large {
                 crashtest::Config::large(seed)
             } else {
@@ -238,12 +238,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if let Some(n) = samples {
                 cfg.pending_samples = n;
             }
-            for name in &faults {
-                let f = Fault::from_name(name).with_context(|| {
-                    let known: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-                    format!("--fault {name:?} is not one of {}", known.join(", "))
-                })?;
-                cfg.protocol = cfg.protocol.with(f);
+            if let Some(name) = &fault {
+                let f = Fault::from_name(name)
+                    .filter(|f| FAULTS.contains(f))
+                    .with_context(|| {
+                        let known: Vec<&str> = FAULTS.iter().map(|f| f.name()).collect();
+                        format!("--fault {name:?} is not one of {}", known.join(", "))
+                    })?;
+                cfg.protocol = Protocol::broken(f);
             }
             println!(
                 "crash test: seed {seed}, {} batches, {}-line cache, {} pending subsets per point, protocol {}",
