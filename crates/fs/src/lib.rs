@@ -9,8 +9,8 @@
 //!   directories as hash tables, files as radix trees of pages), written against the
 //!   spine's `Memory` so they run on the machine model too;
 //! - [`view`], [`txn`], [`redo`], [`apply`]: the service's transactions — a pure function
-//!   from (metadata, batch, client rights) to sealed page images, committed through a
-//!   redo log in the volume;
+//!   from (metadata, batch, client rights) to sealed page images, committed through
+//!   pmlab-tx's redo log laid over the volume's log pages (2 fences per commit);
 //! - [`journal`]: the checksummed records libFS ships;
 //! - [`mkfs`], [`fsck`]: building and checking volumes;
 //! - [`map`], [`volume`]: volumes on this machine (a directory holding the metadata
