@@ -46,7 +46,7 @@ pub const FAULTS: [Fault; 3] = Fault::REDO;
 // pmlab-tx flushes the log and the pages line by line at the metadata space's
 // addresses (and requires a line-aligned log): those are the mapping's real cache lines
 // only because the region header in front of the space is a whole number of lines.
-const _: () = assert!(crate::map::SPACE_HEADER_BYTES % pmlab_spine::LINE == 0);
+const _: () = assert!(crate::map::SPACE_HEADER_BYTES.is_multiple_of(pmlab_spine::LINE));
 
 /// The log area as the metadata space's memory addresses it: page `p` is at
 /// `p * PAGE` (the space's region header lies before address 0).
