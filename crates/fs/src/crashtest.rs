@@ -78,7 +78,8 @@ pub struct Config {
     pub pending_samples: u32,
     /// Check every `stride`-th crash point only (1: all of them).
     pub stride: usize,
-    /// The commit protocol (correct, or with deliberate bugs).
+    /// The commit protocol (correct, or with one deliberate bug, see
+    /// [`crate::redo::FAULTS`]).
     pub protocol: Protocol,
     /// Stop exploring after this many failures.
     pub max_failures: usize,

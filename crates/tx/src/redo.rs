@@ -26,6 +26,11 @@
 //! only through transactions. A new commit overwrites the log; a crash while it does
 //! leaves a log that fails its checksum, and the previous transaction was already
 //! applied durably by its own second fence.
+//!
+//! Each step has a deliberately broken variant ([`Fault::RedoSkipLogFence`],
+//! [`Fault::RedoSkipApplyFence`], [`Fault::RedoHeaderOnlyChecksum`]) that the crash
+//! tests, here and in the file system that commits its metadata through this log,
+//! must catch.
 
 use pmlab_spine::{Addr, LINE, Memory};
 
