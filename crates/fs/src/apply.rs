@@ -32,6 +32,13 @@ pub trait Authority {
     fn page_reserved(&self, domain: u16, page: u64) -> bool;
     /// Whether any client holds `ino` open (an unlinked open file becomes an orphan).
     fn is_open(&self, ino: u64) -> bool;
+    /// Whether the changed pages come back sealed (checksummed). The service commits
+    /// them, so it needs the seals; libFS's local check only lays them over its own view,
+    /// which trusts pages the client wrote itself and checks only their kind
+    /// ([`crate::overlay::Overlay`]), so it skips a checksum of every page it changes.
+    fn seals_changes(&self) -> bool {
+        true
+    }
 }
 
 /// Why a batch was rejected: the operation and what it broke.
@@ -452,7 +459,11 @@ pub fn apply_batch<R: MediaRead + ?Sized>(
         });
     }
     let mut out = a.out;
-    out.changes = a.txn.into_changes();
+    out.changes = if auth.seals_changes() {
+        a.txn.into_changes()
+    } else {
+        a.txn.into_unsealed_changes()
+    };
     Ok(out)
 }
 

@@ -12,7 +12,7 @@
 //! client's provisional ones). The client's own recorded operations drop exactly the entries
 //! whose pages they changed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::error::Result;
 use crate::inode::Inode;
@@ -23,10 +23,11 @@ use crate::view::PageSource;
 /// Checked metadata, valid while the client's leases stay as they were.
 #[derive(Default)]
 pub struct MetaCache {
-    inodes: HashMap<u64, Inode>,
+    /// Ordered, so that the inodes of one inode-table page are one range.
+    inodes: BTreeMap<u64, Inode>,
     ancestry: HashMap<u64, Vec<u64>>,
-    /// Per file: page index -> data page (0: a hole).
-    leaves: HashMap<u64, HashMap<u64, u64>>,
+    /// Per file: page index -> data page (0: a hole). Ordered like `inodes`.
+    leaves: BTreeMap<u64, HashMap<u64, u64>>,
     radix_pages: HashMap<u64, PageBuf>,
 }
 
@@ -78,16 +79,21 @@ impl MetaCache {
     /// radix nodes, and the inodes (with their page maps) stored on those pages. Every
     /// change of a file's tree also rewrites its inode, so its page map goes with it.
     ///
-    /// Every recorded operation calls this, so it removes the inodes of each changed
-    /// inode-table page by number: a sweep of the whole cache would cost as much as the
-    /// cache holds (thousands of inodes after a run of creates) on every 4 KiB append.
+    /// Every recorded operation calls this, so it removes only the cached inodes of each
+    /// changed inode-table page, found as one range of the ordered maps: a sweep of the
+    /// whole cache would cost as much as the cache holds (thousands of inodes after a run
+    /// of creates) on every 4 KiB append, and a removal per inode number of the page
+    /// would cost a page's worth of lookups when one or two of them are cached.
     pub fn forget_pages(&mut self, sb: &Superblock, pages: impl Iterator<Item = u64>) {
         for p in pages {
             self.radix_pages.remove(&p);
             if (sb.itable_first..sb.pool_first).contains(&p) {
                 let first = (p - sb.itable_first) * INODES_PER_PAGE;
-                for ino in first..first + INODES_PER_PAGE {
+                let span = first..first + INODES_PER_PAGE;
+                while let Some((&ino, _)) = self.inodes.range(span.clone()).next() {
                     self.inodes.remove(&ino);
+                }
+                while let Some((&ino, _)) = self.leaves.range(span.clone()).next() {
                     self.leaves.remove(&ino);
                 }
             }

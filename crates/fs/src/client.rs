@@ -78,7 +78,8 @@ pub struct State {
     /// Replies to shipped batches not yet waited for.
     inflight: Vec<ReplyRx>,
     journal: Vec<Op>,
-    inodes: Vec<u64>,
+    /// Inodes reserved to this client (looked up and removed by every create).
+    inodes: BTreeSet<u64>,
     /// Data pages reserved to this client, by domain: a set, because every page a batch
     /// uses is looked up and removed (a KVFS client holds hundreds at once).
     pages: HashMap<u16, BTreeSet<u64>>,
@@ -137,7 +138,7 @@ fn rpc(shared: &Shared, req: Request, bin: &[u8]) -> Result<(Reply, Option<Owned
 struct LocalAuth<'a> {
     cred: (u32, u32),
     leases: &'a HashMap<u64, (bool, u64)>,
-    inodes: &'a [u64],
+    inodes: &'a BTreeSet<u64>,
     pages: &'a HashMap<u16, BTreeSet<u64>>,
     opens: &'a HashMap<u64, (u32, bool)>,
 }
@@ -157,6 +158,9 @@ impl Authority for LocalAuth<'_> {
     }
     fn is_open(&self, ino: u64) -> bool {
         self.opens.contains_key(&ino)
+    }
+    fn seals_changes(&self) -> bool {
+        false
     }
 }
 
@@ -261,7 +265,9 @@ impl State {
             self.batch_pages.insert(p);
             self.overlay.insert(p, img);
         }
-        self.inodes.retain(|i| !out.used_inodes.contains(i));
+        for i in &out.used_inodes {
+            self.inodes.remove(i);
+        }
         for (d, p) in out.used_pages {
             if let Some(v) = self.pages.get_mut(&d) {
                 v.remove(&p);
@@ -606,7 +612,7 @@ impl Client {
             batch_pages: Default::default(),
             inflight: Vec::new(),
             journal: Vec::new(),
-            inodes: Vec::new(),
+            inodes: BTreeSet::new(),
             pages: HashMap::new(),
             domains: HashMap::new(),
             my_domains: HashMap::new(),

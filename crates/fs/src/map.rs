@@ -15,7 +15,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use pmlab_native::{PersistMode, ReadOnlyRegion, Region, RegionError};
+use pmlab_native::{Medium, PersistMode, ReadOnlyRegion, Region, RegionError};
 use pmlab_spine::{Addr, FlushKind, Memory, PersistCounters, SpineError, check_bounds};
 
 use crate::error::{FsError, Result};
@@ -74,10 +74,21 @@ impl Map {
         let own = fd
             .try_clone_to_owned()
             .map_err(|e| FsError::io("dup a space descriptor", e))?;
+        // A space on tmpfs stands for SCM, so it is mapped the way SCM would be: every
+        // page present from the start (see `Region::populate`). An older kernel refuses,
+        // and the space is then demand-paged, which is slower but just as correct.
         let inner = if writable {
-            Inner::Writable(Region::from_fd(own).map_err(region_error)?)
+            let r = Region::from_fd(own).map_err(region_error)?;
+            if r.medium() == Medium::Tmpfs {
+                let _ = r.populate();
+            }
+            Inner::Writable(r)
         } else {
-            Inner::ReadOnly(ReadOnlyRegion::from_fd(own).map_err(region_error)?)
+            let r = ReadOnlyRegion::from_fd(own).map_err(region_error)?;
+            if r.medium() == Medium::Tmpfs {
+                let _ = r.populate();
+            }
+            Inner::ReadOnly(r)
         };
         Ok(Map { inner })
     }

@@ -155,6 +155,20 @@ impl Mapping {
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
+    /// Faults every page of the mapping in now (`MADV_POPULATE_WRITE` or `_READ`, Linux
+    /// 5.14 and later). On an older kernel this is refused, and the pages are left to
+    /// demand paging as before: populating only moves cost, it changes no contents.
+    pub(crate) fn populate(&self, writable: bool) -> std::io::Result<()> {
+        let advice = if writable {
+            rustix::mm::Advice::LinuxPopulateWrite
+        } else {
+            rustix::mm::Advice::LinuxPopulateRead
+        };
+        // SAFETY: the whole live mapping; populating neither moves nor changes it.
+        unsafe { rustix::mm::madvise(self.ptr.as_ptr().cast(), self.len, advice) }?;
+        Ok(())
+    }
+
     /// `msync(MS_SYNC)` of the pages overlapping `[start, end)`.
     pub(crate) fn msync(&self, start: usize, end: usize) -> std::io::Result<()> {
         let page = rustix::param::page_size();

@@ -278,6 +278,17 @@ impl Region {
         Ok(())
     }
 
+    /// Maps every page of the region now, so that no load or store of it takes a page
+    /// fault later. A region on tmpfs stands for SCM, whose pages exist and are mapped
+    /// from the start (Aerie's SCM manager maps them once); left to demand paging, tmpfs
+    /// allocates, zeroes and maps each page at its first touch, a fault that costs more
+    /// than a whole 4 KiB write and that SCM never pays. It commits the region's whole
+    /// size in memory, so only users that want SCM's behaviour ask for it. Refused by
+    /// kernels before 5.14 (`MADV_POPULATE_*`), which then keep demand paging.
+    pub fn populate(&self) -> std::io::Result<()> {
+        self.backing.map.populate(true)
+    }
+
     /// What is behind the mapping.
     pub fn medium(&self) -> Medium {
         self.backing.medium
@@ -526,6 +537,17 @@ impl ReadOnlyRegion {
         let mut b = [0u8; 8];
         self.read(addr, &mut b)?;
         Ok(u64::from_le_bytes(b))
+    }
+
+    /// Maps every page of the region now, so that no load of it takes a page
+    /// fault later. A region on tmpfs stands for SCM, whose pages exist and are mapped
+    /// from the start (Aerie's SCM manager maps them once); left to demand paging, tmpfs
+    /// allocates, zeroes and maps each page at its first touch, a fault that costs more
+    /// than a whole 4 KiB write and that SCM never pays. It commits the region's whole
+    /// size in memory, so only users that want SCM's behaviour ask for it. Refused by
+    /// kernels before 5.14 (`MADV_POPULATE_*`), which then keep demand paging.
+    pub fn populate(&self) -> std::io::Result<()> {
+        self.backing.map.populate(false)
     }
 
     /// What is behind the mapping.
