@@ -284,7 +284,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 i.nlink = i
                     .nlink
                     .checked_sub(1)
-                    .ok_or(format!("inode {ino} has link count 0"))?;
+                    .ok_or_else(|| format!("inode {ino} has link count 0"))?;
                 if i.nlink > 0 {
                     return self.txn.put_inode(*ino, &i).map_err(fs);
                 }

@@ -12,7 +12,9 @@
 //! client's provisional ones). The client's own recorded operations drop exactly the entries
 //! whose pages they changed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use crate::error::Result;
 use crate::inode::Inode;
@@ -25,10 +27,10 @@ use crate::view::PageSource;
 pub struct MetaCache {
     /// Ordered, so that the inodes of one inode-table page are one range.
     inodes: BTreeMap<u64, Inode>,
-    ancestry: HashMap<u64, Vec<u64>>,
+    ancestry: FxHashMap<u64, Vec<u64>>,
     /// Per file: page index -> data page (0: a hole). Ordered like `inodes`.
-    leaves: BTreeMap<u64, HashMap<u64, u64>>,
-    radix_pages: HashMap<u64, PageBuf>,
+    leaves: BTreeMap<u64, FxHashMap<u64, u64>>,
+    radix_pages: FxHashMap<u64, PageBuf>,
 }
 
 impl MetaCache {

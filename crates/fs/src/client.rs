@@ -16,7 +16,9 @@
 //! so the service never frees a file some client still holds open. Opening and closing
 //! a file therefore cost no call into the service in the common case.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -54,7 +56,7 @@ const RESERVE_FIRST: u32 = 32;
 /// The largest reservation asked for at once.
 const RESERVE_MAX: u32 = 1024;
 
-type Pending = HashMap<u64, (Sender<(Reply, Option<OwnedFd>)>, Option<(u64, bool)>)>;
+type Pending = FxHashMap<u64, (Sender<(Reply, Option<OwnedFd>)>, Option<(u64, bool)>)>;
 type ReplyRx = Receiver<(Reply, Option<OwnedFd>)>;
 
 struct Shared {
@@ -62,7 +64,7 @@ struct Shared {
     pending: Mutex<Pending>,
     /// Leases held: object -> (exclusive, grant number). Granted by the reader thread as grants arrive
     /// (so a revocation can never overtake its grant), removed on revocation.
-    leases: Mutex<HashMap<u64, (bool, u64)>>,
+    leases: Mutex<FxHashMap<u64, (bool, u64)>>,
     next_id: AtomicU64,
 }
 
@@ -74,7 +76,7 @@ pub struct State {
     gid: u32,
     overlay: Changes,
     /// Pages the journal not yet shipped changes (what one service transaction holds).
-    batch_pages: std::collections::HashSet<u64>,
+    batch_pages: FxHashSet<u64>,
     /// Replies to shipped batches not yet waited for.
     inflight: Vec<ReplyRx>,
     journal: Vec<Op>,
@@ -82,12 +84,14 @@ pub struct State {
     inodes: BTreeSet<u64>,
     /// Data pages reserved to this client, by domain: a set, because every page a batch
     /// uses is looked up and removed (a KVFS client holds hundreds at once).
-    pages: HashMap<u16, BTreeSet<u64>>,
-    domains: HashMap<u16, Map>,
-    my_domains: HashMap<u32, u16>,
-    names: HashMap<(u64, String), u64>,
+    pages: FxHashMap<u16, BTreeSet<u64>>,
+    domains: FxHashMap<u16, Map>,
+    my_domains: FxHashMap<u32, u16>,
+    /// Names looked up or created, per directory: looked up by `&str`, with no
+    /// allocation per lookup.
+    names: FxHashMap<u64, FxHashMap<String, u64>>,
     /// Open files: inode -> (local opens, whether the service knows of them).
-    opens: HashMap<u64, (u32, bool)>,
+    opens: FxHashMap<u64, (u32, bool)>,
     cache: MetaCache,
     inode_batch: u32,
     page_batch: u32,
@@ -137,10 +141,10 @@ fn rpc(shared: &Shared, req: Request, bin: &[u8]) -> Result<(Reply, Option<Owned
 
 struct LocalAuth<'a> {
     cred: (u32, u32),
-    leases: &'a HashMap<u64, (bool, u64)>,
+    leases: &'a FxHashMap<u64, (bool, u64)>,
     inodes: &'a BTreeSet<u64>,
-    pages: &'a HashMap<u16, BTreeSet<u64>>,
-    opens: &'a HashMap<u64, (u32, bool)>,
+    pages: &'a FxHashMap<u16, BTreeSet<u64>>,
+    opens: &'a FxHashMap<u64, (u32, bool)>,
 }
 
 impl Authority for LocalAuth<'_> {
@@ -204,7 +208,7 @@ impl State {
 
     /// Looks `name` up in directory `dino` (through the name cache).
     pub fn lookup(&mut self, dino: u64, name: &str) -> Result<Option<u64>> {
-        if let Some(&i) = self.names.get(&(dino, name.to_string())) {
+        if let Some(&i) = self.names.get(&dino).and_then(|d| d.get(name)) {
             return Ok(Some(i));
         }
         let d = self.inode(dino)?;
@@ -215,7 +219,10 @@ impl State {
         }
         let r = self.with_view(|v| dir::lookup(v, d.root, name))?;
         if let Some(i) = r {
-            self.names.insert((dino, name.to_string()), i);
+            self.names
+                .entry(dino)
+                .or_default()
+                .insert(name.to_string(), i);
         }
         Ok(r)
     }
@@ -276,7 +283,9 @@ impl State {
         for op in &ops {
             match op {
                 Op::Unlink { parent, name, .. } | Op::Rmdir { parent, name, .. } => {
-                    self.names.remove(&(*parent, name.clone()));
+                    if let Some(d) = self.names.get_mut(parent) {
+                        d.remove(name);
+                    }
                     self.cache.forget_ancestries();
                 }
                 Op::Rename {
@@ -286,15 +295,23 @@ impl State {
                     to_name,
                     ino,
                 } => {
-                    self.names.remove(&(*from_parent, from_name.clone()));
-                    self.names.insert((*to_parent, to_name.clone()), *ino);
+                    if let Some(d) = self.names.get_mut(from_parent) {
+                        d.remove(from_name);
+                    }
+                    self.names
+                        .entry(*to_parent)
+                        .or_default()
+                        .insert(to_name.clone(), *ino);
                     self.cache.forget_ancestries();
                 }
                 // The creator holds the lease on the directory: the name is its to know.
                 Op::Create {
                     parent, name, ino, ..
                 } => {
-                    self.names.insert((*parent, name.clone()), *ino);
+                    self.names
+                        .entry(*parent)
+                        .or_default()
+                        .insert(name.clone(), *ino);
                 }
                 _ => {}
             }
@@ -599,8 +616,8 @@ impl Client {
         let sb = Superblock::read(&mut meta)?;
         let shared = Arc::new(Shared {
             writer: Mutex::new(s.try_clone().map_err(|e| FsError::io("dup socket", e))?),
-            pending: Mutex::new(HashMap::new()),
-            leases: Mutex::new(HashMap::new()),
+            pending: Mutex::new(FxHashMap::default()),
+            leases: Mutex::new(FxHashMap::default()),
             next_id: AtomicU64::new(1),
         });
         let state = Arc::new(Mutex::new(State {
@@ -613,11 +630,11 @@ impl Client {
             inflight: Vec::new(),
             journal: Vec::new(),
             inodes: BTreeSet::new(),
-            pages: HashMap::new(),
-            domains: HashMap::new(),
-            my_domains: HashMap::new(),
-            names: HashMap::new(),
-            opens: HashMap::new(),
+            pages: FxHashMap::default(),
+            domains: FxHashMap::default(),
+            my_domains: FxHashMap::default(),
+            names: FxHashMap::default(),
+            opens: FxHashMap::default(),
             cache: MetaCache::default(),
             inode_batch: RESERVE_FIRST,
             page_batch: RESERVE_FIRST,

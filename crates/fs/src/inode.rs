@@ -101,7 +101,7 @@ impl Inode {
     /// Decodes a 128-byte slot; `Err` carries the byte offset (within the slot) of a
     /// field that holds no valid value.
     pub fn decode(b: &[u8]) -> Result<Inode, (usize, String)> {
-        let kind = Kind::from_u8(b[0]).ok_or((0, format!("kind {} is not valid", b[0])))?;
+        let kind = Kind::from_u8(b[0]).ok_or_else(|| (0, format!("kind {} is not valid", b[0])))?;
         Ok(Inode {
             kind,
             height: b[1],

@@ -4,7 +4,7 @@
 //! other client's lease on the same object, on an object above it, or on one below it.
 //! "Above" and "below" follow the parent fields of the inodes, read from the volume.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::time::Instant;
 
 use crate::layout::ROOT_INO;
@@ -29,7 +29,7 @@ pub struct Hold {
 /// The lease table.
 #[derive(Default, Debug)]
 pub struct Leases {
-    held: HashMap<u64, Vec<Hold>>,
+    held: FxHashMap<u64, Vec<Hold>>,
     next_gen: u64,
 }
 

@@ -16,7 +16,7 @@
 //! every commit pay for a reader that is rarely there). A page still unsound after the
 //! bound is handed up unchanged, so real damage is still reported as corruption.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant};
 
 use pmlab_spine::{Addr, SpineError};
@@ -39,7 +39,7 @@ pub struct Overlay<'a, R: MediaRead + ?Sized> {
     pub pages: &'a Changes,
     /// Sound whole pages already read from `base` through this overlay: one operation
     /// reading a page twice gets the same image, for the price of a copy.
-    seen: HashMap<u64, PageBuf>,
+    seen: FxHashMap<u64, PageBuf>,
 }
 
 impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
@@ -48,7 +48,7 @@ impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
         Overlay {
             base,
             pages,
-            seen: HashMap::new(),
+            seen: FxHashMap::default(),
         }
     }
 }

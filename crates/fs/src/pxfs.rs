@@ -7,7 +7,7 @@
 //! opening and closing it normally need no call into the service; the service frees an
 //! unlinked file when the last opener closes it or dies.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -67,7 +67,7 @@ struct Shadow {
 /// A PXFS mount.
 pub struct Pxfs {
     client: Client,
-    files: Mutex<HashMap<u32, Shadow>>,
+    files: Mutex<FxHashMap<u32, Shadow>>,
     next_fd: Mutex<u32>,
 }
 
@@ -76,7 +76,7 @@ impl Pxfs {
     pub fn mount(socket: &Path) -> Result<Pxfs> {
         Ok(Pxfs {
             client: Client::connect(socket)?,
-            files: Mutex::new(HashMap::new()),
+            files: Mutex::new(FxHashMap::default()),
             next_fd: Mutex::new(3),
         })
     }

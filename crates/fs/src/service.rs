@@ -5,7 +5,7 @@
 //! (one per connection) only turn bytes into events. Clients are identified by their
 //! kernel credentials (SO_PEERCRED), never by anything they say about themselves.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -56,9 +56,9 @@ struct Client {
     stream: UnixStream,
     uid: u32,
     gid: u32,
-    inodes: HashSet<u64>,
-    pages: HashSet<(u16, u64)>,
-    opens: HashMap<u64, u32>,
+    inodes: FxHashSet<u64>,
+    pages: FxHashSet<(u16, u64)>,
+    opens: FxHashMap<u64, u32>,
 }
 
 struct Waiter {
@@ -72,19 +72,19 @@ struct State {
     dir: PathBuf,
     meta: Writable,
     sb: Superblock,
-    data: HashMap<u16, Map>,
-    clients: HashMap<u64, Client>,
+    data: FxHashMap<u16, Map>,
+    clients: FxHashMap<u64, Client>,
     leases: Leases,
     waiters: Vec<Waiter>,
-    reserved_inodes: HashSet<u64>,
-    reserved_pages: HashSet<(u16, u64)>,
+    reserved_inodes: FxHashSet<u64>,
+    reserved_pages: FxHashSet<(u16, u64)>,
     next_client: u64,
     /// The redo log every metadata write goes through (see `crate::redo`: the log is
     /// replayed at start, so nothing may write a metadata page except through it).
     log: MetaLog,
     inode_hint: u64,
     /// Per domain, the data page the next page search starts from (next-fit).
-    page_cursor: HashMap<u16, u64>,
+    page_cursor: FxHashMap<u16, u64>,
     cfg: Config,
     events: Sender<Event>,
 }
@@ -93,7 +93,7 @@ struct Auth<'a> {
     client: u64,
     c: &'a Client,
     leases: &'a Leases,
-    clients: &'a HashMap<u64, Client>,
+    clients: &'a FxHashMap<u64, Client>,
 }
 
 impl Authority for Auth<'_> {
@@ -177,9 +177,9 @@ impl State {
             stream: s,
             uid: cred.uid(),
             gid: cred.gid(),
-            inodes: HashSet::new(),
-            pages: HashSet::new(),
-            opens: HashMap::new(),
+            inodes: FxHashSet::default(),
+            pages: FxHashSet::default(),
+            opens: FxHashMap::default(),
         };
         // A fresh read-only descriptor: the client can map the metadata, never write it.
         match File::open(volume::meta_path(&self.dir)) {
@@ -721,16 +721,16 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
         dir: dir.to_path_buf(),
         meta,
         sb,
-        data: HashMap::new(),
-        clients: HashMap::new(),
+        data: FxHashMap::default(),
+        clients: FxHashMap::default(),
         leases: Leases::default(),
         waiters: Vec::new(),
-        reserved_inodes: HashSet::new(),
-        reserved_pages: HashSet::new(),
+        reserved_inodes: FxHashSet::default(),
+        reserved_pages: FxHashSet::default(),
         next_client: 1,
         log,
         inode_hint: 0,
-        page_cursor: HashMap::new(),
+        page_cursor: FxHashMap::default(),
         cfg,
         events: tx.clone(),
     };
