@@ -68,6 +68,13 @@ struct Shared {
     next_id: AtomicU64,
 }
 
+/// A reservation of an extent asked for and not yet answered ([`State::ask_extent`]).
+pub struct ExtentAsk {
+    rx: ReplyRx,
+    domain: u16,
+    pages: u64,
+}
+
 /// What libFS keeps per mounted volume.
 pub struct State {
     meta: ReadOnly,
@@ -95,6 +102,10 @@ pub struct State {
     cache: MetaCache,
     inode_batch: u32,
     page_batch: u32,
+    /// The next inode batch, asked for and not yet collected.
+    inode_refill: Option<ReplyRx>,
+    /// The next page batch of each domain, asked for and not yet collected.
+    page_refill: FxHashMap<u16, ReplyRx>,
     /// A batch the service rejected during a revocation, reported by the next call.
     deferred: Option<String>,
     shared: Arc<Shared>,
@@ -403,24 +414,62 @@ impl State {
         })
     }
 
-    /// A free inode reserved to this client.
-    pub fn take_inode(&mut self) -> Result<u64> {
-        if self.inodes.is_empty() {
-            let want = self.inode_batch;
-            self.inode_batch = (want * 2).min(RESERVE_MAX);
-            let (r, _) = rpc(
-                &self.shared,
-                Request::Reserve {
-                    inodes: want,
-                    domain: 0,
-                    pages: 0,
-                    contiguous: false,
-                },
-                &[],
-            )?;
-            if let Reply::Reserved { inodes, .. } = r {
-                self.inodes.extend(inodes);
+    /// Sends a reservation request without waiting for the answer.
+    fn ask_reserve(
+        &self,
+        inodes: u32,
+        domain: u16,
+        pages: u32,
+        contiguous: bool,
+    ) -> Result<ReplyRx> {
+        let req = Request::Reserve {
+            inodes,
+            domain,
+            pages,
+            contiguous,
+        };
+        rpc_send(&self.shared, req, &[])
+    }
+
+    /// Waits for the answer to a reservation and adds what it granted to the pools.
+    fn collect_reserve(&mut self, rx: ReplyRx, d: u16) -> Result<(Vec<u64>, Vec<u64>)> {
+        match rpc_wait(rx)? {
+            (Reply::Reserved { inodes, pages }, _) => {
+                self.inodes.extend(inodes.iter().copied());
+                if !pages.is_empty() {
+                    self.pages
+                        .entry(d)
+                        .or_default()
+                        .extend(pages.iter().copied());
+                }
+                Ok((inodes, pages))
             }
+            _ => Err(FsError::Protocol("expected a reservation".into())),
+        }
+    }
+
+    /// A free inode reserved to this client.
+    ///
+    /// The next batch is asked for while a quarter of the current one is left, and
+    /// collected when the pool runs dry: a run of creates then seldom waits for the
+    /// service, which may be busy applying a batch this client shipped a moment ago
+    /// (its requests are served in order). A client that stops creating holds at most
+    /// one batch more than it used.
+    pub fn take_inode(&mut self) -> Result<u64> {
+        if self.inodes.is_empty()
+            && let Some(rx) = self.inode_refill.take()
+        {
+            // A refusal (no inode left) is asked again below, and reported from there.
+            let _ = self.collect_reserve(rx, 0);
+        }
+        if self.inodes.is_empty() {
+            let want = self.next_inode_batch();
+            let rx = self.ask_reserve(want, 0, 0, false)?;
+            self.collect_reserve(rx, 0)?;
+        }
+        if self.inode_refill.is_none() && (self.inodes.len() as u32) * 8 <= self.inode_batch {
+            let want = self.next_inode_batch();
+            self.inode_refill = Some(self.ask_reserve(want, 0, 0, false)?);
         }
         self.inodes
             .first()
@@ -428,25 +477,37 @@ impl State {
             .ok_or_else(|| FsError::NoSpace("no inode reserved".into()))
     }
 
+    fn next_inode_batch(&mut self) -> u32 {
+        let want = self.inode_batch;
+        self.inode_batch = (want * 2).min(RESERVE_MAX);
+        want
+    }
+
+    fn next_page_batch(&mut self) -> u32 {
+        let want = self.page_batch;
+        self.page_batch = (want * 2).min(RESERVE_MAX);
+        want
+    }
+
     /// A free data page of domain `d`, reserved to this client; it holds whatever the
-    /// domain last held there (libFS zeroes what a file must read as zeros).
+    /// domain last held there (libFS zeroes what a file must read as zeros). Refilled
+    /// ahead of need like the inode pool ([`State::take_inode`]).
     pub fn take_page(&mut self, d: u16) -> Result<u64> {
-        if self.pages.get(&d).is_none_or(|v| v.is_empty()) {
-            let want = self.page_batch;
-            self.page_batch = (want * 2).min(RESERVE_MAX);
-            let (r, _) = rpc(
-                &self.shared,
-                Request::Reserve {
-                    inodes: 0,
-                    domain: d,
-                    pages: want,
-                    contiguous: false,
-                },
-                &[],
-            )?;
-            if let Reply::Reserved { pages, .. } = r {
-                self.pages.entry(d).or_default().extend(pages);
-            }
+        let left = |s: &Self| s.pages.get(&d).map_or(0, |v| v.len());
+        if left(self) == 0
+            && let Some(rx) = self.page_refill.remove(&d)
+        {
+            let _ = self.collect_reserve(rx, d);
+        }
+        if left(self) == 0 {
+            let want = self.next_page_batch();
+            let rx = self.ask_reserve(0, d, want, false)?;
+            self.collect_reserve(rx, d)?;
+        }
+        if !self.page_refill.contains_key(&d) && (left(self) as u32) * 8 <= self.page_batch {
+            let want = self.next_page_batch();
+            let rx = self.ask_reserve(0, d, want, false)?;
+            self.page_refill.insert(d, rx);
         }
         self.pages
             .get(&d)
@@ -456,24 +517,26 @@ impl State {
 
     /// `n` contiguous free data pages of domain `d`, reserved to this client.
     pub fn take_extent(&mut self, d: u16, n: u64) -> Result<u64> {
-        let (r, _) = rpc(
-            &self.shared,
-            Request::Reserve {
-                inodes: 0,
-                domain: d,
-                pages: n as u32,
-                contiguous: true,
-            },
-            &[],
-        )?;
-        match r {
-            Reply::Reserved { pages, .. } if pages.len() as u64 == n => {
-                self.pages
-                    .entry(d)
-                    .or_default()
-                    .extend(pages.iter().copied());
-                Ok(pages[0])
-            }
+        let ask = self.ask_extent(d, n)?;
+        self.extent_answer(ask)
+    }
+
+    /// Asks for `n` contiguous free data pages of domain `d` without waiting; the
+    /// answer is collected by [`State::extent_answer`] (KVFS asks for its next run of
+    /// objects while it still has some, see `crate::kvfs`).
+    pub fn ask_extent(&mut self, d: u16, n: u64) -> Result<ExtentAsk> {
+        Ok(ExtentAsk {
+            rx: self.ask_reserve(0, d, n as u32, true)?,
+            domain: d,
+            pages: n,
+        })
+    }
+
+    /// The first page of the extent `ask` asked for, now reserved to this client.
+    pub fn extent_answer(&mut self, ask: ExtentAsk) -> Result<u64> {
+        let (d, n) = (ask.domain, ask.pages);
+        match self.collect_reserve(ask.rx, d)? {
+            (_, pages) if pages.len() as u64 == n => Ok(pages[0]),
             _ => Err(FsError::NoSpace(format!(
                 "no extent of {n} pages in domain {d}"
             ))),
@@ -638,6 +701,8 @@ impl Client {
             cache: MetaCache::default(),
             inode_batch: RESERVE_FIRST,
             page_batch: RESERVE_FIRST,
+            inode_refill: None,
+            page_refill: FxHashMap::default(),
             deferred: None,
             shared: shared.clone(),
         }));

@@ -21,13 +21,22 @@ use crate::media::PAGE;
 /// Object extents reserved from the service in one request.
 pub const EXTENTS_PER_RESERVE: u64 = 16;
 
+/// Object extents reserved to this store and not yet used.
+#[derive(Default)]
+struct ExtentPool {
+    /// Domain, first page of the next free object, objects left in the run.
+    current: Option<(u16, u64, u64)>,
+    /// The next run, asked for and not yet answered.
+    next: Option<(u16, crate::client::ExtentAsk)>,
+}
+
 /// A KVFS store: one directory of a volume.
 pub struct Kvfs {
     client: Client,
     dir: u64,
     mode: u32,
-    /// Reserved, not yet used extents: (domain, first page, extents left).
-    pool: std::sync::Mutex<Option<(u16, u64, u64)>>,
+    /// Reserved, not yet used extents.
+    pool: std::sync::Mutex<ExtentPool>,
 }
 
 impl Kvfs {
@@ -45,7 +54,7 @@ impl Kvfs {
             client,
             dir,
             mode,
-            pool: std::sync::Mutex::new(None),
+            pool: std::sync::Mutex::new(ExtentPool::default()),
         })
     }
 
@@ -77,20 +86,33 @@ impl Kvfs {
         let domain = s.domain_for(self.mode)?;
         let extent = {
             let mut pool = self.pool.lock().unwrap();
-            let next = match *pool {
+            let next = match pool.current {
                 Some((d, first, left)) if d == domain && left > 0 => (first, left),
-                // A volume too full for a whole run still serves single extents.
-                _ => match s.take_extent(domain, n * EXTENTS_PER_RESERVE) {
-                    Ok(first) => (first, EXTENTS_PER_RESERVE),
-                    // The service answers a run it cannot find with a refusal; a real
-                    // denial comes back again from the single-extent request.
-                    Err(FsError::NoSpace(_) | FsError::Refused(_)) => {
-                        (s.take_extent(domain, n)?, 1)
+                _ => {
+                    let asked = pool.next.take().filter(|a| a.0 == domain);
+                    let run = match asked {
+                        Some((_, ask)) => s.extent_answer(ask),
+                        None => s.take_extent(domain, n * EXTENTS_PER_RESERVE),
+                    };
+                    match run {
+                        Ok(first) => (first, EXTENTS_PER_RESERVE),
+                        // A volume too full for a whole run still serves single extents.
+                        // The service answers a run it cannot find with a refusal; a
+                        // real denial comes back again from the single-extent request.
+                        Err(FsError::NoSpace(_) | FsError::Refused(_)) => {
+                            (s.take_extent(domain, n)?, 1)
+                        }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
-                },
+                }
             };
-            *pool = Some((domain, next.0 + n, next.1 - 1));
+            pool.current = Some((domain, next.0 + n, next.1 - 1));
+            // The next run is asked for while half of this one is left, and collected
+            // when it runs out: a put then seldom waits for the service, which serves
+            // this client's requests in order and may be applying its last batch.
+            if next.1 - 1 <= EXTENTS_PER_RESERVE / 2 && pool.next.is_none() {
+                pool.next = Some((domain, s.ask_extent(domain, n * EXTENTS_PER_RESERVE)?));
+            }
             next.0
         };
         let m = s.data(domain)?;

@@ -44,6 +44,7 @@ pub mod proto;
 pub mod pxfs;
 pub mod radix;
 pub mod redo;
+pub mod reserved;
 pub mod service;
 pub mod stress;
 pub mod txn;

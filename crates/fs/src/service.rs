@@ -77,7 +77,7 @@ struct State {
     leases: Leases,
     waiters: Vec<Waiter>,
     reserved_inodes: FxHashSet<u64>,
-    reserved_pages: FxHashSet<(u16, u64)>,
+    reserved_pages: crate::reserved::Reserved,
     next_client: u64,
     /// The redo log every metadata write goes through (see `crate::redo`: the log is
     /// replayed at start, so nothing may write a metadata page except through it).
@@ -209,7 +209,7 @@ impl State {
             self.reserved_inodes.remove(i);
         }
         for &(d, p) in &c.pages {
-            self.reserved_pages.remove(&(d, p));
+            self.reserved_pages.remove(d, p);
             let cur = self.page_cursor.entry(d).or_insert(p);
             *cur = (*cur).min(p);
         }
@@ -252,7 +252,7 @@ impl State {
         }
         for p in out.used_pages {
             c.pages.remove(&p);
-            self.reserved_pages.remove(&p);
+            self.reserved_pages.remove(p.0, p.1);
         }
         Ok(())
     }
@@ -310,7 +310,7 @@ impl State {
         }
         for &p in &pages {
             c.pages.insert((d, p));
-            self.reserved_pages.insert((d, p));
+            self.reserved_pages.insert(d, p);
         }
         Ok(Reply::Reserved { inodes, pages })
     }
@@ -377,7 +377,6 @@ impl State {
         // it still finds a run straddling the page it started from.
         let mut left = total - 1 + if contiguous { u64::from(n) - 1 } else { 0 };
         while left > 0 {
-            left -= 1;
             if p == 1 && contiguous {
                 // Wrapped around: a run cannot continue across the end of the space.
                 pages.clear();
@@ -388,19 +387,36 @@ impl State {
             }
             let b = &held.as_ref().unwrap().1;
             let bit = p % bits_pp;
-            // A byte of pages all in use is passed over at once (after a rewind the
-            // search crosses runs of them).
-            if bit.is_multiple_of(8) && b[(bit / 8) as usize] == 0xFF && p + 8 < total && left >= 7
-            {
-                if contiguous {
-                    pages.clear();
+            // A whole word of 64 pages at once where it is all in use or all free: after
+            // a rewind the search crosses long runs of pages in use, and an extent
+            // search long runs of free ones. A bitmap page's body is a whole number of
+            // words, so a word never straddles two bitmap pages.
+            if bit.is_multiple_of(64) && p + 64 < total && left >= 64 {
+                let at = (bit / 8) as usize;
+                let media = u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+                let used = media | self.reserved_pages.word(d, p / 64);
+                if used == u64::MAX {
+                    if contiguous {
+                        pages.clear();
+                    }
+                    left -= 64;
+                    p += 64;
+                    continue;
                 }
-                left -= 7;
-                p += 8;
-                continue;
+                if used == 0 {
+                    let take = (u64::from(n) - pages.len() as u64).min(64);
+                    pages.extend(p..p + take);
+                    if pages.len() as u32 == n {
+                        break;
+                    }
+                    left -= 64;
+                    p += 64;
+                    continue;
+                }
             }
+            left -= 1;
             let free = b[(bit / 8) as usize] & (1 << (bit % 8)) == 0
-                && !self.reserved_pages.contains(&(d, p));
+                && !self.reserved_pages.contains(d, p);
             if free {
                 pages.push(p);
                 if pages.len() as u32 == n {
@@ -726,7 +742,7 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
         leases: Leases::default(),
         waiters: Vec::new(),
         reserved_inodes: FxHashSet::default(),
-        reserved_pages: FxHashSet::default(),
+        reserved_pages: crate::reserved::Reserved::default(),
         next_client: 1,
         log,
         inode_hint: 0,

@@ -1,14 +1,17 @@
 //! Flushing sets of ranges line by line, each line once.
 
-use std::collections::BTreeSet;
-
 use pmlab_spine::{Addr, FlushKind, LINE, Memory, SpineError};
 
 /// The cache lines a set of writes touched; flushing it writes back each line once,
 /// merging runs of adjacent lines into one flush call.
+///
+/// Kept as line ranges, sorted and merged only when flushed: a redo commit of whole
+/// metadata pages adds sixty-four lines per page twice (log and home), and a set of
+/// single lines made every one of them a tree insertion.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct LineSet {
-    lines: BTreeSet<u64>,
+    /// `[first, last]` line numbers, in the order added; may overlap.
+    ranges: Vec<(u64, u64)>,
 }
 
 impl LineSet {
@@ -17,17 +20,15 @@ impl LineSet {
         if len == 0 {
             return;
         }
-        for l in addr / LINE..=(addr + len - 1) / LINE {
-            self.lines.insert(l);
-        }
+        self.ranges.push((addr / LINE, (addr + len - 1) / LINE));
     }
 
     /// Whether no line was added.
     pub(crate) fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.ranges.is_empty()
     }
 
-    /// Flushes every line (`clwb`); the caller fences.
+    /// Flushes every line (`clwb`) once, in address order; the caller fences.
     pub(crate) fn flush<M: Memory + ?Sized>(&self, mem: &mut M) -> Result<(), SpineError> {
         // The last line of a space whose size is not a multiple of LINE is partial.
         let size = mem.size();
@@ -36,15 +37,18 @@ impl LineSet {
             let end = ((last + 1) * LINE).min(size);
             mem.flush(start, end - start, FlushKind::Clwb)
         };
+        let mut ranges = self.ranges.clone();
+        ranges.sort_unstable();
         let mut run: Option<(u64, u64)> = None;
-        for &l in &self.lines {
+        for (first, last) in ranges {
             run = match run {
-                Some((first, last)) if last + 1 == l => Some((first, l)),
-                Some((first, last)) => {
-                    flush_run(mem, first, last)?;
-                    Some((l, l))
+                // Overlapping or adjacent: one run.
+                Some((f, l)) if first <= l + 1 => Some((f, l.max(last))),
+                Some((f, l)) => {
+                    flush_run(mem, f, l)?;
+                    Some((first, last))
                 }
-                None => Some((l, l)),
+                None => Some((first, last)),
             };
         }
         if let Some((first, last)) = run {
@@ -77,4 +81,53 @@ pub(crate) fn check_log_area<M: Memory + ?Sized>(
     }
     pmlab_spine::check_bounds(base, len, mem.size())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmlab_spine::VecMemory;
+
+    /// A memory that records each flush call, to see which lines went and how often.
+    struct Calls(VecMemory, Vec<(u64, u64)>);
+
+    impl Memory for Calls {
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn read(&mut self, addr: Addr, buf: &mut [u8]) -> Result<(), SpineError> {
+            self.0.read(addr, buf)
+        }
+        fn write(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
+            self.0.write(addr, data)
+        }
+        fn flush(&mut self, addr: Addr, len: u64, kind: FlushKind) -> Result<(), SpineError> {
+            self.1.push((addr, len));
+            self.0.flush(addr, len, kind)
+        }
+        fn fence(&mut self) {
+            self.0.fence()
+        }
+        fn persist_counters(&self) -> pmlab_spine::PersistCounters {
+            self.0.persist_counters()
+        }
+    }
+
+    #[test]
+    fn each_line_is_flushed_once_in_merged_runs() {
+        let mut mem = Calls(VecMemory::new((64 * LINE + 10) as usize), Vec::new());
+        let mut set = LineSet::default();
+        set.add(10 * LINE + 5, 3 * LINE); // lines 10..=13
+        set.add(2 * LINE, 1); // line 2
+        set.add(12 * LINE, 4 * LINE); // lines 12..=15, overlapping the first
+        set.add(16 * LINE, 1); // line 16, adjacent to the run before
+        set.add(3 * LINE, 0); // nothing
+        set.add(64 * LINE, 10); // the partial last line
+        set.flush(&mut mem).unwrap();
+        assert_eq!(
+            mem.1,
+            vec![(2 * LINE, LINE), (10 * LINE, 7 * LINE), (64 * LINE, 10)]
+        );
+        assert_eq!(mem.persist_counters().flushes, 1 + 7 + 1);
+    }
 }
