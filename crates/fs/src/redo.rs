@@ -325,32 +325,13 @@ pub fn recover_with<M: Memory + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::{Authority, apply_batch};
+    use crate::apply::apply_batch;
+    use crate::crashtest::Harness;
     use crate::inode::Kind;
     use crate::journal::Op;
     use crate::layout::Params;
     use crate::mkfs::{RootOwner, mkfs};
     use pmlab_spine::VecMemory;
-
-    struct Root;
-
-    impl Authority for Root {
-        fn cred(&self) -> (u32, u32) {
-            (0, 0)
-        }
-        fn holds_lease(&self, _: u64) -> bool {
-            true
-        }
-        fn inode_reserved(&self, _: u64) -> bool {
-            true
-        }
-        fn page_reserved(&self, _: u16, _: u64) -> bool {
-            true
-        }
-        fn is_open(&self, _: u64) -> bool {
-            false
-        }
-    }
 
     fn volume() -> (VecMemory, Superblock) {
         let p = Params::default();
@@ -375,7 +356,7 @@ mod tests {
                 domain: 0,
             })
             .collect();
-        apply_batch(m, sb, &Root, &ops).unwrap().changes
+        apply_batch(m, sb, &Harness, &ops).unwrap().changes
     }
 
     /// The figure the issue asks for: a service commit costs 2 fences (the old

@@ -95,19 +95,7 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
             }
             return Ok(&self.dirty[&pno]);
         }
-        if pno >= self.sb.meta_pages {
-            return Err(FsError::Corrupt {
-                what: tag.name(),
-                at: Location {
-                    page: pno,
-                    offset: 0,
-                },
-                why: format!(
-                    "page number beyond the {} metadata pages",
-                    self.sb.meta_pages
-                ),
-            });
-        }
+        crate::view::check_page_number(&self.sb, pno, tag)?;
         if let Some(p) = self.clean.get(&pno) {
             // Checked when first read; a different kind asked for is checked again.
             if crate::media::le::u32_at(&p[..], crate::media::BODY + 4) != tag as u32 {

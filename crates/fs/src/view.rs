@@ -62,19 +62,23 @@ impl<R: MediaRead + ?Sized> PageSource for MediaView<'_, R> {
         &self.sb
     }
     fn page(&mut self, pno: u64, tag: Tag) -> Result<PageBuf> {
-        if pno >= self.sb.meta_pages {
-            return Err(FsError::Corrupt {
-                what: tag.name(),
-                at: Location {
-                    page: pno,
-                    offset: 0,
-                },
-                why: format!(
-                    "page number beyond the {} metadata pages",
-                    self.sb.meta_pages
-                ),
-            });
-        }
+        check_page_number(&self.sb, pno, tag)?;
         self.mem.checked_page(pno, tag)
     }
+}
+
+/// Refuses a page number beyond the metadata space (a reference read from a damaged
+/// page), naming the kind of page it was to be.
+pub fn check_page_number(sb: &Superblock, pno: u64, tag: Tag) -> Result<()> {
+    if pno >= sb.meta_pages {
+        return Err(FsError::Corrupt {
+            what: tag.name(),
+            at: Location {
+                page: pno,
+                offset: 0,
+            },
+            why: format!("page number beyond the {} metadata pages", sb.meta_pages),
+        });
+    }
+    Ok(())
 }
