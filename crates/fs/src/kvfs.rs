@@ -151,19 +151,30 @@ impl Kvfs {
 
     /// The value stored under `key`.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut v = Vec::new();
+        Ok(self.get_into(key, &mut v)?.then_some(v))
+    }
+
+    /// Copies the value stored under `key` into `buf` (resized to the value's length)
+    /// and returns whether the key exists. A caller that reads many values reuses one
+    /// buffer, as a `read` into the same array does, instead of allocating and zeroing
+    /// one per value.
+    pub fn get_into(&self, key: &str, buf: &mut Vec<u8>) -> Result<bool> {
         let mut s = self.client.leased(self.lock_of(key), false)?;
         let Some(ino) = s.lookup(self.dir, key)? else {
-            return Ok(None);
+            return Ok(false);
         };
         let i = s.inode(ino)?;
         if i.kind != Kind::Kv {
             return Err(FsError::WrongKind(format!("{key} is not a KVFS object")));
         }
-        let mut v = vec![0u8; i.size as usize];
-        if i.root != 0 {
-            s.data(i.domain)?.read_at(i.root * PAGE, &mut v)?;
+        buf.resize(i.size as usize, 0);
+        if i.root == 0 {
+            buf.fill(0);
+        } else {
+            s.data(i.domain)?.read_at(i.root * PAGE, buf)?;
         }
-        Ok(Some(v))
+        Ok(true)
     }
 
     /// Removes `key`; returns whether it existed.

@@ -186,6 +186,15 @@ fn kvfs_put_get_erase() {
         assert_eq!(kv.get("key7").unwrap().unwrap(), b"replaced");
         assert_eq!(kv.get("key42").unwrap().unwrap(), b"value number 42");
         assert_eq!(kv.get("nope").unwrap(), None);
+        // One buffer reused across values of different lengths holds exactly each one.
+        kv.put("long", &[9u8; 8000]).unwrap();
+        let mut buf = vec![1u8; 100];
+        assert!(kv.get_into("long", &mut buf).unwrap());
+        assert_eq!(buf, vec![9u8; 8000]);
+        assert!(kv.get_into("key7", &mut buf).unwrap());
+        assert_eq!(buf, b"replaced");
+        assert!(!kv.get_into("nope", &mut buf).unwrap());
+        assert!(kv.erase("long").unwrap());
         assert!(kv.erase("key3").unwrap());
         assert!(!kv.erase("key3").unwrap());
         assert!(kv.put("big", &vec![0u8; 8193]).is_err());
