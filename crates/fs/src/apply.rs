@@ -30,6 +30,12 @@ pub trait Authority {
     fn inode_reserved(&self, ino: u64) -> bool;
     /// Whether data page `page` of `domain` is reserved to the client.
     fn page_reserved(&self, domain: u16, page: u64) -> bool;
+    /// The first of data pages `first .. first + count` of `domain` not reserved to the
+    /// client, if any (an extent is checked as a whole; an authority that keeps its
+    /// reservations as runs answers without a lookup per page).
+    fn first_unreserved(&self, domain: u16, first: u64, count: u64) -> Option<u64> {
+        (first..first.saturating_add(count)).find(|&p| !self.page_reserved(domain, p))
+    }
     /// Whether any client holds `ino` open (an unlinked open file becomes an orphan).
     fn is_open(&self, ino: u64) -> bool;
     /// Whether the changed pages come back sealed (checksummed). The service commits
@@ -184,6 +190,12 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
         Ok(())
     }
 
+    /// Frees data pages `first .. first + count` of `domain` (a KVFS object's extent).
+    fn free_extent(&mut self, domain: u16, first: u64, count: u64) -> OpResult {
+        let bitmap = self.sb().dbitmap_of(domain as u64);
+        self.txn.set_bits(bitmap, first, count, false).map_err(fs)
+    }
+
     /// Frees an object with no names left.
     fn release(&mut self, ino: u64, mut i: Inode) -> OpResult {
         match i.kind {
@@ -192,8 +204,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                 self.free_data(i.domain, &freed)?;
             }
             Kind::Kv if i.root != 0 => {
-                let pages: Vec<u64> = (i.root..i.root + self.sb().kv_object_pages).collect();
-                self.free_data(i.domain, &pages)?;
+                self.free_extent(i.domain, i.root, self.sb().kv_object_pages)?;
             }
             _ => {}
         }
@@ -373,25 +384,32 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                     return Err(format!("extent of {count} pages"));
                 }
                 let first = sb.dbitmap_of(i.domain as u64);
-                for p in *page..page.saturating_add(*count) {
-                    if p == 0 || p >= sb.domain_pages {
-                        return Err(format!("data page {p} outside domain {}", i.domain));
-                    }
-                    if !self.auth.page_reserved(i.domain, p) {
-                        return Err(format!(
-                            "data page {p} of domain {} is not reserved to the client",
-                            i.domain
-                        ));
-                    }
-                    if self.txn.test_bit(first, p).map_err(fs)? {
-                        return Err(format!(
-                            "data page {p} of domain {} is already allocated",
-                            i.domain
-                        ));
-                    }
-                    self.txn.set_bit(first, p, true).map_err(fs)?;
-                    self.out.used_pages.push((i.domain, p));
+                // The extent is checked as a whole, page by page in what it reports: the
+                // first page outside the domain, not reserved, or already allocated.
+                if *page == 0 || page.saturating_add(*count) > sb.domain_pages {
+                    let p = if *page == 0 {
+                        0
+                    } else {
+                        sb.domain_pages.max(*page)
+                    };
+                    return Err(format!("data page {p} outside domain {}", i.domain));
                 }
+                if let Some(p) = self.auth.first_unreserved(i.domain, *page, *count) {
+                    return Err(format!(
+                        "data page {p} of domain {} is not reserved to the client",
+                        i.domain
+                    ));
+                }
+                if let Some(p) = self.txn.first_set_bit(first, *page, *count).map_err(fs)? {
+                    return Err(format!(
+                        "data page {p} of domain {} is already allocated",
+                        i.domain
+                    ));
+                }
+                self.txn.set_bits(first, *page, *count, true).map_err(fs)?;
+                self.out
+                    .used_pages
+                    .extend((*page..*page + *count).map(|p| (i.domain, p)));
                 match i.kind {
                     Kind::Kv => {
                         if *index != 0 || *count != sb.kv_object_pages {
@@ -401,8 +419,7 @@ impl<R: MediaRead + ?Sized> Applier<'_, '_, R> {
                             ));
                         }
                         if i.root != 0 {
-                            let old: Vec<u64> = (i.root..i.root + sb.kv_object_pages).collect();
-                            self.free_data(i.domain, &old)?;
+                            self.free_extent(i.domain, i.root, sb.kv_object_pages)?;
                         }
                         i.root = *page;
                     }

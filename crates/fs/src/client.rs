@@ -36,6 +36,7 @@ use crate::layout::{ROOT_INO, Superblock};
 use crate::lease::ancestry;
 use crate::map::{Map, ReadOnly};
 use crate::overlay::Overlay;
+use crate::pool::PagePool;
 use crate::proto::{self, RepHeader, Reply, ReqHeader, Request};
 use crate::radix;
 use crate::txn::Changes;
@@ -89,9 +90,9 @@ pub struct State {
     journal: Vec<Op>,
     /// Inodes reserved to this client (looked up and removed by every create).
     inodes: BTreeSet<u64>,
-    /// Data pages reserved to this client, by domain: a set, because every page a batch
-    /// uses is looked up and removed (a KVFS client holds hundreds at once).
-    pages: FxHashMap<u16, BTreeSet<u64>>,
+    /// Data pages reserved to this client, by domain, as runs: every page a batch uses
+    /// is looked up and removed, a KVFS object's extent in one step.
+    pages: FxHashMap<u16, PagePool>,
     domains: FxHashMap<u16, Map>,
     my_domains: FxHashMap<u32, u16>,
     /// Names looked up or created, per directory: looked up by `&str`, with no
@@ -154,7 +155,7 @@ struct LocalAuth<'a> {
     cred: (u32, u32),
     leases: &'a FxHashMap<u64, (bool, u64)>,
     inodes: &'a BTreeSet<u64>,
-    pages: &'a FxHashMap<u16, BTreeSet<u64>>,
+    pages: &'a FxHashMap<u16, PagePool>,
     opens: &'a FxHashMap<u64, (u32, bool)>,
 }
 
@@ -169,7 +170,13 @@ impl Authority for LocalAuth<'_> {
         self.inodes.contains(&ino)
     }
     fn page_reserved(&self, d: u16, p: u64) -> bool {
-        self.pages.get(&d).is_some_and(|v| v.contains(&p))
+        self.pages.get(&d).is_some_and(|v| v.contains(p))
+    }
+    fn first_unreserved(&self, d: u16, first: u64, count: u64) -> Option<u64> {
+        match self.pages.get(&d) {
+            Some(v) => v.first_missing(first, count),
+            None => (count > 0).then_some(first),
+        }
     }
     fn is_open(&self, ino: u64) -> bool {
         self.opens.contains_key(&ino)
@@ -274,7 +281,7 @@ impl State {
                 pages: &self.pages,
                 opens: &self.opens,
             };
-            let mut o = Overlay::new(&mut self.meta, &self.overlay);
+            let mut o = Overlay::for_txn(&mut self.meta, &self.overlay);
             apply_batch(&mut o, sb, &auth, &ops).map_err(|r| FsError::Refused(r.why))?
         };
         drop(leases);
@@ -286,9 +293,10 @@ impl State {
         for i in &out.used_inodes {
             self.inodes.remove(i);
         }
-        for (d, p) in out.used_pages {
-            if let Some(v) = self.pages.get_mut(&d) {
-                v.remove(&p);
+        // Consecutive pages of one domain (an extent) leave the pool as one run.
+        for same in out.used_pages.chunk_by(|a, b| a.0 == b.0) {
+            if let Some(v) = self.pages.get_mut(&same[0].0) {
+                v.remove(same.iter().map(|&(_, p)| p));
             }
         }
         for op in &ops {
@@ -493,7 +501,7 @@ impl State {
     /// domain last held there (libFS zeroes what a file must read as zeros). Refilled
     /// ahead of need like the inode pool ([`State::take_inode`]).
     pub fn take_page(&mut self, d: u16) -> Result<u64> {
-        let left = |s: &Self| s.pages.get(&d).map_or(0, |v| v.len());
+        let left = |s: &Self| s.pages.get(&d).map_or(0, |v| v.len() as usize);
         if left(self) == 0
             && let Some(rx) = self.page_refill.remove(&d)
         {
@@ -511,7 +519,7 @@ impl State {
         }
         self.pages
             .get(&d)
-            .and_then(|v| v.first().copied())
+            .and_then(|v| v.first())
             .ok_or_else(|| FsError::NoSpace(format!("no page of domain {d}")))
     }
 

@@ -131,10 +131,21 @@ pub fn create<R: MediaRead + ?Sized>(txn: &mut Txn<'_, R>) -> Result<u64> {
 }
 
 fn add_count<R: MediaRead + ?Sized>(txn: &mut Txn<'_, R>, root: u64, delta: i64) -> Result<()> {
-    let mut rp = txn.page(root, Tag::DirRoot)?;
+    let rp = txn.page_mut(root, Tag::DirRoot)?;
     let c = le::u64_at(&rp[..], 0).wrapping_add_signed(delta);
     le::put_u64(&mut rp[..], 0, c);
-    txn.put_page(root, rp, Tag::DirRoot);
+    Ok(())
+}
+
+/// Sets bucket `b`'s chain head in the directory's root page.
+fn set_head<R: MediaRead + ?Sized>(
+    txn: &mut Txn<'_, R>,
+    root: u64,
+    b: u64,
+    head: u64,
+) -> Result<()> {
+    let rp = txn.page_mut(root, Tag::DirRoot)?;
+    le::put_u64(&mut rp[..], 16 + 8 * b as usize, head);
     Ok(())
 }
 
@@ -150,12 +161,14 @@ pub fn insert<R: MediaRead + ?Sized>(
     let head = bucket_head(txn, root, b)?;
     let mut pno = head;
     while pno != 0 {
-        let mut p = txn.page(pno, Tag::DirBucket)?;
+        let p = txn.page(pno, Tag::DirBucket)?;
         if let Some(s) = (0..SLOTS).find(|&s| le::u64_at(&p[..], 16 + s * SLOT) == 0) {
+            // Changed in the transaction's own image, not in this copy of it.
+            drop(p);
+            let p = txn.page_mut(pno, Tag::DirBucket)?;
             write_slot(&mut p[..], s, name, ino);
             let used = le::u32_at(&p[..], 8) + 1;
             le::put_u32(&mut p[..], 8, used);
-            txn.put_page(pno, p, Tag::DirBucket);
             return add_count(txn, root, 1);
         }
         pno = le::u64_at(&p[..], 0);
@@ -167,9 +180,7 @@ pub fn insert<R: MediaRead + ?Sized>(
     le::put_u32(&mut p[..], 8, 1);
     write_slot(&mut p[..], 0, name, ino);
     txn.put_page(new, p, Tag::DirBucket);
-    let mut rp = txn.page(root, Tag::DirRoot)?;
-    le::put_u64(&mut rp[..], 16 + 8 * b as usize, new);
-    txn.put_page(root, rp, Tag::DirRoot);
+    set_head(txn, root, b, new)?;
     add_count(txn, root, 1)
 }
 
@@ -192,27 +203,26 @@ pub fn remove<R: MediaRead + ?Sized>(
     let mut prev = 0u64;
     let mut pno = bucket_head(txn, root, b)?;
     while pno != 0 {
-        let mut p = txn.page(pno, Tag::DirBucket)?;
+        let p = txn.page(pno, Tag::DirBucket)?;
         let next = le::u64_at(&p[..], 0);
         for s in 0..SLOTS {
             let ino = le::u64_at(&p[..], 16 + s * SLOT);
             if ino != 0 && slot_name(&p[..], s) == name.as_bytes() {
                 let used = le::u32_at(&p[..], 8) - 1;
+                // Changed in the transaction's own images, not in this copy.
+                drop(p);
                 if used == 0 {
                     if prev == 0 {
-                        let mut rp = txn.page(root, Tag::DirRoot)?;
-                        le::put_u64(&mut rp[..], 16 + 8 * b as usize, next);
-                        txn.put_page(root, rp, Tag::DirRoot);
+                        set_head(txn, root, b, next)?;
                     } else {
-                        let mut pp = txn.page(prev, Tag::DirBucket)?;
+                        let pp = txn.page_mut(prev, Tag::DirBucket)?;
                         le::put_u64(&mut pp[..], 0, next);
-                        txn.put_page(prev, pp, Tag::DirBucket);
                     }
                     txn.free_meta_page(pno)?;
                 } else {
+                    let p = txn.page_mut(pno, Tag::DirBucket)?;
                     p[16 + s * SLOT..16 + (s + 1) * SLOT].fill(0);
                     le::put_u32(&mut p[..], 8, used);
-                    txn.put_page(pno, p, Tag::DirBucket);
                 }
                 add_count(txn, root, -1)?;
                 return Ok(Some(ino));

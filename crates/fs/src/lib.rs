@@ -40,6 +40,7 @@ pub mod map;
 pub mod media;
 pub mod mkfs;
 pub mod overlay;
+pub mod pool;
 pub mod proto;
 pub mod pxfs;
 pub mod radix;

@@ -40,6 +40,9 @@ pub struct Overlay<'a, R: MediaRead + ?Sized> {
     /// Sound whole pages already read from `base` through this overlay: one operation
     /// reading a page twice gets the same image, for the price of a copy.
     seen: FxHashMap<u64, PageBuf>,
+    /// Whether pages read are kept in `seen`. A transaction keeps the pages it read
+    /// itself, and a second reference here would make it copy every page it changes.
+    remember: bool,
 }
 
 impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
@@ -49,6 +52,16 @@ impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
             base,
             pages,
             seen: FxHashMap::default(),
+            remember: true,
+        }
+    }
+
+    /// `pages` laid over `base` for one transaction ([`crate::txn::Txn`]), which keeps
+    /// every page it reads: the overlay does not keep them too.
+    pub fn for_txn(base: &'a mut R, pages: &'a Changes) -> Self {
+        Overlay {
+            remember: false,
+            ..Overlay::new(base, pages)
         }
     }
 }
@@ -138,7 +151,9 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
             // Reports what is wrong with it.
             verify(&p, pno, tag)?;
         }
-        self.seen.insert(pno, p.clone());
+        if self.remember {
+            self.seen.insert(pno, p.clone());
+        }
         Ok(p)
     }
 }

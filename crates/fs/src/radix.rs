@@ -54,9 +54,8 @@ pub fn map<R: MediaRead + ?Sized>(
         }
         if inode.root != 0 {
             let top = txn.alloc_meta_page(Tag::Radix)?;
-            let mut p = txn.page(top, Tag::Radix)?;
+            let p = txn.page_mut(top, Tag::Radix)?;
             le::put_u64(&mut p[..], 0, inode.root);
-            txn.put_page(top, p, Tag::Radix);
             inode.root = top;
         }
         inode.height += 1;
@@ -74,17 +73,14 @@ pub fn map<R: MediaRead + ?Sized>(
     loop {
         let span = capacity(h - 1);
         let slot = 8 * ((index / span) % FANOUT) as usize;
-        let mut p = txn.page(node, Tag::Radix)?;
-        let child = le::u64_at(&p[..], slot);
+        let child = le::u64_at(&txn.page(node, Tag::Radix)?[..], slot);
         if h == 1 {
-            le::put_u64(&mut p[..], slot, data);
-            txn.put_page(node, p, Tag::Radix);
+            le::put_u64(&mut txn.page_mut(node, Tag::Radix)?[..], slot, data);
             return Ok(child);
         }
         let child = if child == 0 {
             let c = txn.alloc_meta_page(Tag::Radix)?;
-            le::put_u64(&mut p[..], slot, c);
-            txn.put_page(node, p, Tag::Radix);
+            le::put_u64(&mut txn.page_mut(node, Tag::Radix)?[..], slot, c);
             c
         } else {
             child

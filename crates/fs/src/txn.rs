@@ -74,8 +74,10 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
     }
 
     /// The image of page `pno`, changed by this transaction from now on: changes go
-    /// into it in place, with no copy of the page per change.
-    fn page_mut(&mut self, pno: u64, tag: Tag) -> Result<&mut PageBuf> {
+    /// into it in place, with no copy of the page per change. (Changing a copy from
+    /// [`PageSource::page`] and handing it back with [`Txn::put_page`] copies the
+    /// whole page, since the transaction still holds the original.)
+    pub fn page_mut(&mut self, pno: u64, tag: Tag) -> Result<&mut PageBuf> {
         // Checks the page, leaving it among the changed or the clean pages.
         self.page_ref(pno, tag)?;
         if let Some(p) = self.clean.remove(&pno) {
@@ -139,6 +141,50 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
             p[byte] |= mask;
         } else {
             p[byte] &= !mask;
+        }
+        Ok(())
+    }
+
+    /// The first set bit among bits `from .. from + count` of the bitmap starting at
+    /// page `first`, if any: one page lookup per bitmap page the range covers, not one
+    /// per bit (a KVFS object's extent is dozens of pages).
+    pub fn first_set_bit(&mut self, first: u64, from: u64, count: u64) -> Result<Option<u64>> {
+        let end = from.saturating_add(count);
+        let mut idx = from;
+        while idx < end {
+            let (pno, _, _) = self.bit(first, idx)?;
+            let stop = end.min((idx / BITS_PER_PAGE + 1) * BITS_PER_PAGE);
+            let p = self.page_ref(pno, Tag::Bitmap)?;
+            for i in idx..stop {
+                let bit = i % BITS_PER_PAGE;
+                if p[(bit / 8) as usize] & (1u8 << (bit % 8)) != 0 {
+                    return Ok(Some(i));
+                }
+            }
+            idx = stop;
+        }
+        Ok(None)
+    }
+
+    /// Sets or clears bits `from .. from + count` of the bitmap starting at page
+    /// `first`, one page lookup per bitmap page the range covers.
+    pub fn set_bits(&mut self, first: u64, from: u64, count: u64, on: bool) -> Result<()> {
+        let end = from.saturating_add(count);
+        let mut idx = from;
+        while idx < end {
+            let (pno, _, _) = self.bit(first, idx)?;
+            let stop = end.min((idx / BITS_PER_PAGE + 1) * BITS_PER_PAGE);
+            let p = self.page_mut(pno, Tag::Bitmap)?;
+            for i in idx..stop {
+                let bit = i % BITS_PER_PAGE;
+                let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
+                if on {
+                    p[byte] |= mask;
+                } else {
+                    p[byte] &= !mask;
+                }
+            }
+            idx = stop;
         }
         Ok(())
     }

@@ -13,7 +13,9 @@ fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
     for (seed, cache_lines) in [(1, 1024), (2, 8)] {
         let cfg = Config {
             cache_lines,
-            batches: 10,
+            // Commits log and write only the lines they change, so a batch has few
+            // persist points: thirty batches reach every kind of operation.
+            batches: 30,
             ..Config::small(seed)
         };
         let report = crashtest::run(&cfg).unwrap();
@@ -25,7 +27,7 @@ fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
             report.recovered_before > 0 && report.recovered_after > 0,
             "{report}"
         );
-        assert!(report.points > 1000, "{report}");
+        assert!(report.points > 500, "{report}");
         for (k, n) in kinds.iter_mut().zip(report.ops_by_kind) {
             *k += n;
         }
@@ -62,8 +64,12 @@ fn a_batch_commit_costs_two_fences() {
     let report = under(Protocol::CORRECT, 4);
     assert!(report.passed(), "{report}");
     assert_eq!(report.commit_fences, 2 * report.batches as u64, "{report}");
-    // At least one log line and one in-place line per page committed.
-    assert!(report.commit_flushes >= 2 * 64 * report.pages_committed as u64);
+    // At least one log line and one in-place line per page committed (its trailer
+    // changes with any change), and far fewer than the 2 x 64 lines of logging and
+    // writing back whole pages: a batch changes a few lines of each page it touches.
+    let pages = report.pages_committed as u64;
+    assert!(report.commit_flushes >= 2 * pages, "{report}");
+    assert!(report.commit_flushes < 2 * 64 * pages / 4, "{report}");
 }
 
 /// A longer run for manual use:

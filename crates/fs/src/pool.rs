@@ -1,0 +1,103 @@
+//! libFS's pool of data pages reserved to it, per domain, as merged runs.
+//!
+//! KVFS reserves objects' extents many at once and uses one whole extent per put; PXFS
+//! takes single pages. As runs, an extent is checked and taken in a step or two instead
+//! of a set operation per page, and single pages cost what they did in a sorted set.
+
+use rangemap::RangeSet;
+
+/// Reserved, not yet used pages of one domain.
+#[derive(Debug, Default)]
+pub struct PagePool {
+    runs: RangeSet<u64>,
+    /// Pages in `runs` (a `RangeSet` does not count them).
+    len: u64,
+}
+
+impl PagePool {
+    /// Adds the pages granted by a reservation (in the order the service lists them;
+    /// runs of consecutive pages are added in one step and merge with their neighbours).
+    pub fn extend(&mut self, pages: impl IntoIterator<Item = u64>) {
+        for (start, end) in runs_of(pages) {
+            debug_assert!(!self.runs.overlaps(&(start..end)), "page reserved twice");
+            self.runs.insert(start..end);
+            self.len += end - start;
+        }
+    }
+
+    /// Removes pages used by a batch (those not in the pool are ignored).
+    pub fn remove(&mut self, pages: impl IntoIterator<Item = u64>) {
+        for (start, end) in runs_of(pages) {
+            let held: u64 = self
+                .runs
+                .overlapping(&(start..end))
+                .map(|r| r.end.min(end) - r.start.max(start))
+                .sum();
+            self.runs.remove(start..end);
+            self.len -= held;
+        }
+    }
+
+    /// Whether page `p` is in the pool.
+    pub fn contains(&self, p: u64) -> bool {
+        self.runs.contains(&p)
+    }
+
+    /// The first of pages `first .. first + count` not in the pool, if any.
+    pub fn first_missing(&self, first: u64, count: u64) -> Option<u64> {
+        let end = first.saturating_add(count);
+        self.runs.gaps(&(first..end)).next().map(|g| g.start)
+    }
+
+    /// The lowest page in the pool.
+    pub fn first(&self) -> Option<u64> {
+        self.runs.iter().next().map(|r| r.start)
+    }
+
+    /// Pages in the pool.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the pool is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Ascending page numbers as runs `(start, end)` of consecutive pages.
+fn runs_of(pages: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for p in pages {
+        match out.last_mut() {
+            Some((_, end)) if *end == p => *end += 1,
+            _ => out.push((p, p + 1)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_and_count() {
+        let mut pool = PagePool::default();
+        pool.extend([3, 4, 5, 9]);
+        pool.extend(10..42);
+        assert_eq!(pool.len(), 36);
+        assert_eq!(pool.first(), Some(3));
+        assert!(pool.contains(4) && pool.contains(41) && !pool.contains(6));
+        assert_eq!(pool.first_missing(9, 33), None);
+        assert_eq!(pool.first_missing(3, 4), Some(6));
+        assert_eq!(pool.first_missing(40, 4), Some(42));
+        // An extent taken whole; pages outside the pool count for nothing.
+        pool.remove(9..41);
+        pool.remove([100, 101]);
+        assert_eq!(pool.len(), 4);
+        assert!(pool.contains(41) && !pool.contains(9));
+        pool.remove([3, 4, 5, 41]);
+        assert!(pool.is_empty() && pool.first().is_none());
+    }
+}
