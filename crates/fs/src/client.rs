@@ -69,7 +69,7 @@ struct Shared {
     next_id: AtomicU64,
 }
 
-/// A reservation of an extent asked for and not yet answered ([`State::ask_extent`]).
+/// A reservation of an extent asked for and not yet answered ([`State::ask_extents`]).
 pub struct ExtentAsk {
     rx: ReplyRx,
     domain: u16,
@@ -423,18 +423,12 @@ impl State {
     }
 
     /// Sends a reservation request without waiting for the answer.
-    fn ask_reserve(
-        &self,
-        inodes: u32,
-        domain: u16,
-        pages: u32,
-        contiguous: bool,
-    ) -> Result<ReplyRx> {
+    fn ask_reserve(&self, inodes: u32, domain: u16, pages: u32, extent: u32) -> Result<ReplyRx> {
         let req = Request::Reserve {
             inodes,
             domain,
             pages,
-            contiguous,
+            extent,
         };
         rpc_send(&self.shared, req, &[])
     }
@@ -472,12 +466,12 @@ impl State {
         }
         if self.inodes.is_empty() {
             let want = self.next_inode_batch();
-            let rx = self.ask_reserve(want, 0, 0, false)?;
+            let rx = self.ask_reserve(want, 0, 0, 1)?;
             self.collect_reserve(rx, 0)?;
         }
         if self.inode_refill.is_none() && (self.inodes.len() as u32) * 8 <= self.inode_batch {
             let want = self.next_inode_batch();
-            self.inode_refill = Some(self.ask_reserve(want, 0, 0, false)?);
+            self.inode_refill = Some(self.ask_reserve(want, 0, 0, 1)?);
         }
         self.inodes
             .first()
@@ -509,12 +503,12 @@ impl State {
         }
         if left(self) == 0 {
             let want = self.next_page_batch();
-            let rx = self.ask_reserve(0, d, want, false)?;
+            let rx = self.ask_reserve(0, d, want, 1)?;
             self.collect_reserve(rx, d)?;
         }
         if !self.page_refill.contains_key(&d) && (left(self) as u32) * 8 <= self.page_batch {
             let want = self.next_page_batch();
-            let rx = self.ask_reserve(0, d, want, false)?;
+            let rx = self.ask_reserve(0, d, want, 1)?;
             self.page_refill.insert(d, rx);
         }
         self.pages
@@ -523,32 +517,41 @@ impl State {
             .ok_or_else(|| FsError::NoSpace(format!("no page of domain {d}")))
     }
 
-    /// `n` contiguous free data pages of domain `d`, reserved to this client.
-    pub fn take_extent(&mut self, d: u16, n: u64) -> Result<u64> {
-        let ask = self.ask_extent(d, n)?;
+    /// Up to `count` extents of `n` consecutive free data pages of domain `d`,
+    /// reserved to this client: their first pages, at least one.
+    pub fn take_extents(&mut self, d: u16, n: u64, count: u64) -> Result<Vec<u64>> {
+        let ask = self.ask_extents(d, n, count)?;
         self.extent_answer(ask)
     }
 
-    /// Asks for `n` contiguous free data pages of domain `d` without waiting; the
-    /// answer is collected by [`State::extent_answer`] (KVFS asks for its next run of
-    /// objects while it still has some, see `crate::kvfs`).
-    pub fn ask_extent(&mut self, d: u16, n: u64) -> Result<ExtentAsk> {
+    /// Asks for up to `count` extents of `n` consecutive free data pages of domain `d`
+    /// without waiting; the answer is collected by [`State::extent_answer`] (KVFS asks
+    /// for its next objects while it still has some, see `crate::kvfs`). The extents
+    /// need not adjoin one another, so an erased object's extent serves again.
+    pub fn ask_extents(&mut self, d: u16, n: u64, count: u64) -> Result<ExtentAsk> {
+        let pages = u32::try_from(n.saturating_mul(count))
+            .map_err(|_| FsError::NoSpace(format!("{count} extents of {n} pages")))?;
         Ok(ExtentAsk {
-            rx: self.ask_reserve(0, d, n as u32, true)?,
+            rx: self.ask_reserve(0, d, pages, n as u32)?,
             domain: d,
             pages: n,
         })
     }
 
-    /// The first page of the extent `ask` asked for, now reserved to this client.
-    pub fn extent_answer(&mut self, ask: ExtentAsk) -> Result<u64> {
+    /// The first pages of the extents `ask` asked for, now reserved to this client.
+    pub fn extent_answer(&mut self, ask: ExtentAsk) -> Result<Vec<u64>> {
         let (d, n) = (ask.domain, ask.pages);
-        match self.collect_reserve(ask.rx, d)? {
-            (_, pages) if pages.len() as u64 == n => Ok(pages[0]),
-            _ => Err(FsError::NoSpace(format!(
-                "no extent of {n} pages in domain {d}"
-            ))),
+        let (_, pages) = self.collect_reserve(ask.rx, d)?;
+        let whole = pages
+            .chunks(n as usize)
+            .all(|c| c.len() as u64 == n && c.windows(2).all(|w| w[1] == w[0] + 1));
+        if pages.is_empty() || !whole {
+            return Err(FsError::Protocol(format!(
+                "reservation of {n}-page extents in domain {d} answered with {} pages not in whole extents",
+                pages.len()
+            )));
         }
+        Ok(pages.chunks(n as usize).map(|c| c[0]).collect())
     }
 
     /// The domain for this client's new files with permission bits `mode`.

@@ -1,6 +1,9 @@
 //! Directories: hash tables from names to inode numbers.
 //!
-//! The root page holds 509 bucket heads (a prime, so the modulus spreads names well);
+//! The root page holds 16 reserved (zero) bytes, then 509 bucket heads (a prime, so the
+//! modulus spreads names well); the number of entries is the directory inode's size,
+//! kept by the caller, so a name added or removed changes no root page unless its
+//! bucket's chain gains or loses a page;
 //! each bucket is a chain of pages of 31 fixed 128-byte slots. The paper uses a linear
 //! hash table; a fixed bucket array with chained pages is the simplest table with the
 //! same page-granular structure, and it gives KVFS the per-page locks the paper
@@ -60,9 +63,9 @@ fn slot_name(p: &[u8], s: usize) -> &[u8] {
     &p[off + 9..off + 9 + len]
 }
 
-/// Number of entries recorded in a directory's root page.
-pub fn count<S: PageSource + ?Sized>(src: &mut S, root: u64) -> Result<u64> {
-    Ok(le::u64_at(&src.page(root, Tag::DirRoot)?[..], 0))
+/// Whether the reserved bytes of a directory's root page hold zeros, as they must.
+pub fn root_reserved_clear<S: PageSource + ?Sized>(src: &mut S, root: u64) -> Result<bool> {
+    Ok(src.page(root, Tag::DirRoot)?[..16].iter().all(|&b| b == 0))
 }
 
 /// Looks `name` up in the directory whose root page is `root`.
@@ -130,13 +133,6 @@ pub fn create<R: MediaRead + ?Sized>(txn: &mut Txn<'_, R>) -> Result<u64> {
     txn.alloc_meta_page(Tag::DirRoot)
 }
 
-fn add_count<R: MediaRead + ?Sized>(txn: &mut Txn<'_, R>, root: u64, delta: i64) -> Result<()> {
-    let rp = txn.page_mut(root, Tag::DirRoot)?;
-    let c = le::u64_at(&rp[..], 0).wrapping_add_signed(delta);
-    le::put_u64(&mut rp[..], 0, c);
-    Ok(())
-}
-
 /// Sets bucket `b`'s chain head in the directory's root page.
 fn set_head<R: MediaRead + ?Sized>(
     txn: &mut Txn<'_, R>,
@@ -169,7 +165,7 @@ pub fn insert<R: MediaRead + ?Sized>(
             write_slot(&mut p[..], s, name, ino);
             let used = le::u32_at(&p[..], 8) + 1;
             le::put_u32(&mut p[..], 8, used);
-            return add_count(txn, root, 1);
+            return Ok(());
         }
         pno = le::u64_at(&p[..], 0);
     }
@@ -180,8 +176,7 @@ pub fn insert<R: MediaRead + ?Sized>(
     le::put_u32(&mut p[..], 8, 1);
     write_slot(&mut p[..], 0, name, ino);
     txn.put_page(new, p, Tag::DirBucket);
-    set_head(txn, root, b, new)?;
-    add_count(txn, root, 1)
+    set_head(txn, root, b, new)
 }
 
 fn write_slot(p: &mut [u8], s: usize, name: &str, ino: u64) {
@@ -224,7 +219,6 @@ pub fn remove<R: MediaRead + ?Sized>(
                     p[16 + s * SLOT..16 + (s + 1) * SLOT].fill(0);
                     le::put_u32(&mut p[..], 8, used);
                 }
-                add_count(txn, root, -1)?;
                 return Ok(Some(ino));
             }
         }

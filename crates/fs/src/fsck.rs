@@ -175,12 +175,14 @@ impl<R: MediaRead + ?Sized> Checker<'_, R> {
         for p in &pages {
             self.claim_meta(*p, format!("directory inode {ino} ({path}) bucket"));
         }
-        match dir::count(&mut self.view, inode.root) {
-            Ok(c) if c != entries.len() as u64 => self.err(
+        if let Ok(false) = dir::root_reserved_clear(&mut self.view, inode.root) {
+            self.err(
                 format!("inode {ino} ({path})"),
-                format!("directory records {c} entries, holds {}", entries.len()),
-            ),
-            _ => {}
+                format!(
+                    "reserved bytes 0..16 of directory root page {} are not zero",
+                    inode.root
+                ),
+            );
         }
         if inode.size != entries.len() as u64 {
             self.err(

@@ -7,10 +7,11 @@
 //! reader sees either the old or the new file, never a mix. Clients lock the hash table
 //! bucket by bucket, so clients working on different keys proceed in parallel.
 //!
-//! Objects' extents come from a run of contiguous pages the client reserves from the
-//! service [`EXTENTS_PER_RESERVE`] objects at a time, so a put costs a service round
-//! trip only once per that many puts (libFS reserves inodes and pages in batches for
-//! the same reason).
+//! Objects' extents are reserved from the service [`EXTENTS_PER_RESERVE`] at a time,
+//! so a put costs a service round trip only once per that many puts (libFS reserves
+//! inodes and pages in batches for the same reason). Each extent is a run of
+//! consecutive pages, but the extents of one reservation need not adjoin: an erased
+//! object's extent is handed out again however fragmented the domain has become.
 
 use crate::client::Client;
 use crate::error::{FsError, Result};
@@ -18,15 +19,16 @@ use crate::inode::Kind;
 use crate::journal::Op;
 use crate::media::PAGE;
 
-/// Object extents reserved from the service in one request.
-pub const EXTENTS_PER_RESERVE: u64 = 16;
+/// Object extents reserved from the service in one request: a put then seldom waits
+/// for the service, and the service is woken for a reservation once per so many puts.
+pub const EXTENTS_PER_RESERVE: u64 = 64;
 
 /// Object extents reserved to this store and not yet used.
 #[derive(Default)]
 struct ExtentPool {
-    /// Domain, first page of the next free object, objects left in the run.
-    current: Option<(u16, u64, u64)>,
-    /// The next run, asked for and not yet answered.
+    /// Domain, and the first pages of its reserved objects' extents (used from the end).
+    current: Option<(u16, Vec<u64>)>,
+    /// The next extents, asked for and not yet answered.
     next: Option<(u16, crate::client::ExtentAsk)>,
 }
 
@@ -86,34 +88,26 @@ impl Kvfs {
         let domain = s.domain_for(self.mode)?;
         let extent = {
             let mut pool = self.pool.lock().unwrap();
-            let next = match pool.current {
-                Some((d, first, left)) if d == domain && left > 0 => (first, left),
-                _ => {
-                    let asked = pool.next.take().filter(|a| a.0 == domain);
-                    let run = match asked {
-                        Some((_, ask)) => s.extent_answer(ask),
-                        None => s.take_extent(domain, n * EXTENTS_PER_RESERVE),
-                    };
-                    match run {
-                        Ok(first) => (first, EXTENTS_PER_RESERVE),
-                        // A volume too full for a whole run still serves single extents.
-                        // The service answers a run it cannot find with a refusal; a
-                        // real denial comes back again from the single-extent request.
-                        Err(FsError::NoSpace(_) | FsError::Refused(_)) => {
-                            (s.take_extent(domain, n)?, 1)
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
-            };
-            pool.current = Some((domain, next.0 + n, next.1 - 1));
-            // The next run is asked for while half of this one is left, and collected
-            // when it runs out: a put then seldom waits for the service, which serves
-            // this client's requests in order and may be applying its last batch.
-            if next.1 - 1 <= EXTENTS_PER_RESERVE / 2 && pool.next.is_none() {
-                pool.next = Some((domain, s.ask_extent(domain, n * EXTENTS_PER_RESERVE)?));
+            if !matches!(&pool.current, Some((d, v)) if *d == domain && !v.is_empty()) {
+                let asked = pool.next.take().filter(|a| a.0 == domain);
+                // The service grants as many whole extents as it finds, at least one,
+                // so a refusal here means the domain has no free extent at all.
+                let mut starts = match asked {
+                    Some((_, ask)) => s.extent_answer(ask)?,
+                    None => s.take_extents(domain, n, EXTENTS_PER_RESERVE)?,
+                };
+                starts.reverse();
+                pool.current = Some((domain, starts));
             }
-            next.0
+            let (_, starts) = pool.current.as_mut().unwrap();
+            let first = starts.pop().unwrap();
+            // The next extents are asked for while half of these are left, and collected
+            // when they run out: a put then seldom waits for the service, which serves
+            // this client's requests in order and may be applying its last batch.
+            if starts.len() as u64 <= EXTENTS_PER_RESERVE / 2 && pool.next.is_none() {
+                pool.next = Some((domain, s.ask_extents(domain, n, EXTENTS_PER_RESERVE)?));
+            }
+            first
         };
         let m = s.data(domain)?;
         m.write_at(extent * PAGE, value)?;

@@ -24,7 +24,9 @@ use crate::media::{BODY, MediaRead, PAGE, Tag, le, read_raw, seal, verify, zero_
 pub const MAGIC: &[u8; 8] = b"PMLABAER";
 /// The on-media format version this code reads and writes. Version 2: the log pages
 /// hold a pmlab-tx redo log (version 1 had a log of its own, cleared after each commit).
-pub const VERSION: u32 = 2;
+/// Version 3: a directory's root page no longer counts its entries (the directory's
+/// inode does, in its size), so adding or removing a name changes one page less.
+pub const VERSION: u32 = 3;
 /// Bits held by one bitmap page.
 pub const BITS_PER_PAGE: u64 = BODY as u64 * 8;
 /// Inodes held by one inode-table page.
@@ -324,21 +326,25 @@ mod tests {
     use super::*;
     use pmlab_spine::{Memory, VecMemory};
 
-    /// A version-1 volume (whose log pages are not a pmlab-tx redo log) is refused by
-    /// name before anything replays its log.
+    /// Volumes of the previous formats (a log of its own in version 1, counted
+    /// directories in version 2) are refused by name before anything replays a log.
     #[test]
-    fn a_volume_of_the_previous_format_is_refused() {
+    fn a_volume_of_a_previous_format_is_refused() {
         let sb = Superblock::plan(&Params::default()).unwrap();
         let mut m = VecMemory::new((sb.meta_pages * PAGE) as usize);
-        let mut p = sb.encode();
-        le::put_u32(&mut p[..], 8, 1);
-        seal(&mut p, Tag::Super);
-        m.write(0, &p[..]).unwrap();
-        let e = Superblock::read(&mut m).unwrap_err().to_string();
-        assert!(
-            e.contains("format version 1 at byte 8 (this code reads version 2)"),
-            "{e}"
-        );
+        for old in [1, 2] {
+            let mut p = sb.encode();
+            le::put_u32(&mut p[..], 8, old);
+            seal(&mut p, Tag::Super);
+            m.write(0, &p[..]).unwrap();
+            let e = Superblock::read(&mut m).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "format version {old} at byte 8 (this code reads version 3)"
+                )),
+                "{e}"
+            );
+        }
         m.write(0, &sb.encode()[..]).unwrap();
         assert_eq!(Superblock::read(&mut m).unwrap(), sb);
     }

@@ -37,17 +37,18 @@ pub enum Request {
     /// Apply the attached batch now (fsync, or a full journal).
     Ship,
     /// Reserve free inodes and free data pages of a domain for local allocation. The
-    /// service grants as many as it can, at least one of each kind asked for (all of a
-    /// contiguous extent), or refuses.
+    /// service grants as many as it can, at least one of each kind asked for (pages in
+    /// whole extents), or refuses.
     Reserve {
         /// Inodes wanted.
         inodes: u32,
         /// Domain of the pages.
         domain: u16,
-        /// Data pages wanted.
+        /// Data pages wanted, in all.
         pages: u32,
-        /// Whether the pages must be contiguous (one extent, for KVFS objects).
-        contiguous: bool,
+        /// Pages per extent: granted pages come in runs of this many consecutive pages
+        /// (KVFS objects' extents); 1 (or 0) for single pages anywhere.
+        extent: u32,
     },
     /// The domain for new files of this client with permission bits `mode`, created if
     /// needed; its data space comes attached.

@@ -263,7 +263,7 @@ impl State {
         n_inodes: u32,
         d: u16,
         n_pages: u32,
-        contiguous: bool,
+        extent: u32,
     ) -> Result<Reply> {
         let (uid, gid) = {
             let c = &self.clients[&id];
@@ -281,11 +281,13 @@ impl State {
                     "uid {uid} may not write domain {d}"
                 )));
             }
-            pages = self.free_pages(d, n_pages, contiguous)?;
-            // A pool may come out smaller than asked; an extent may not.
-            if pages.is_empty() || (contiguous && (pages.len() as u32) < n_pages) {
+            pages = self.free_pages(d, n_pages, extent)?;
+            // A grant may come out smaller than asked, in whole extents.
+            if pages.is_empty() {
                 return Err(FsError::NoSpace(format!(
-                    "domain {d} has no {n_pages} free pages"
+                    "domain {d} has no free {} of {} pages",
+                    if extent > 1 { "extent" } else { "run" },
+                    extent.max(1)
                 )));
             }
             // Reserved pages are handed out as they are, not zeroed. Only a client that
@@ -352,15 +354,19 @@ impl State {
         Ok(inodes)
     }
 
-    /// Up to `n` free, unreserved pages of domain `d` (exactly `n` in one run if
-    /// `contiguous`, else none). The search is next-fit: it starts where the last one
-    /// in this domain stopped and wraps around once, so reserving costs what it asks
-    /// for (amortized) instead of a scan from page 1 over every page in use. A run
-    /// never wraps: page 0 is not a data page.
-    fn free_pages(&mut self, d: u16, n: u32, contiguous: bool) -> Result<Vec<u64>> {
+    /// Up to `n` free, unreserved pages of domain `d`, in whole runs of `run`
+    /// consecutive pages (KVFS objects' extents; 1 or 0: single pages anywhere). The
+    /// runs need not adjoin, so the extent of an erased object serves the next put
+    /// however fragmented the domain is. The search is next-fit: it starts where the
+    /// last one in this domain stopped and wraps around once, so reserving costs what
+    /// it asks for (amortized) instead of a scan from page 1 over every page in use. A
+    /// run never wraps: page 0 is not a data page.
+    fn free_pages(&mut self, d: u16, n: u32, run: u32) -> Result<Vec<u64>> {
         let total = self.sb.domain_pages;
+        let run = u64::from(run.max(1));
+        let want = u64::from(n) / run * run;
         let mut pages = Vec::new();
-        if n == 0 || total <= 1 {
+        if want == 0 || total <= 1 || run >= total {
             return Ok(pages);
         }
         let first = self.sb.dbitmap_of(d as u64);
@@ -373,13 +379,15 @@ impl State {
             .unwrap_or(1);
         let mut held: Option<(u64, crate::media::PageBuf)> = None;
         let mut p = start;
-        // Once round the space; an extent search goes on for n - 1 more pages, so that
-        // it still finds a run straddling the page it started from.
-        let mut left = total - 1 + if contiguous { u64::from(n) - 1 } else { 0 };
-        while left > 0 {
-            if p == 1 && contiguous {
+        // Free pages just before `p` not yet handed out (always fewer than `run`).
+        let mut free_run = 0u64;
+        // Once round the space, and `run - 1` pages more, so that a run straddling the
+        // page the search started from is still found.
+        let mut left = total - 1 + (run - 1);
+        while left > 0 && (pages.len() as u64) < want {
+            if p == 1 {
                 // Wrapped around: a run cannot continue across the end of the space.
-                pages.clear();
+                free_run = 0;
             }
             let pg = first + p / bits_pp;
             if held.as_ref().is_none_or(|h| h.0 != pg) {
@@ -388,26 +396,31 @@ impl State {
             let b = &held.as_ref().unwrap().1;
             let bit = p % bits_pp;
             // A whole word of 64 pages at once where it is all in use or all free: after
-            // a rewind the search crosses long runs of pages in use, and an extent
-            // search long runs of free ones. A bitmap page's body is a whole number of
+            // a rewind the search crosses long runs of pages in use, and a fresh domain
+            // is long runs of free ones. A bitmap page's body is a whole number of
             // words, so a word never straddles two bitmap pages.
             if bit.is_multiple_of(64) && p + 64 < total && left >= 64 {
                 let at = (bit / 8) as usize;
                 let media = u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
                 let used = media | self.reserved_pages.word(d, p / 64);
                 if used == u64::MAX {
-                    if contiguous {
-                        pages.clear();
-                    }
+                    free_run = 0;
                     left -= 64;
                     p += 64;
                     continue;
                 }
                 if used == 0 {
-                    let take = (u64::from(n) - pages.len() as u64).min(64);
-                    pages.extend(p..p + take);
-                    if pages.len() as u32 == n {
-                        break;
+                    // Every run the 64 free pages complete is handed out.
+                    let end = p + 64;
+                    let mut q = p;
+                    while q < end && (pages.len() as u64) < want {
+                        let take = (run - free_run).min(end - q);
+                        free_run += take;
+                        q += take;
+                        if free_run == run {
+                            pages.extend(q - run..q);
+                            free_run = 0;
+                        }
                     }
                     left -= 64;
                     p += 64;
@@ -418,12 +431,13 @@ impl State {
             let free = b[(bit / 8) as usize] & (1 << (bit % 8)) == 0
                 && !self.reserved_pages.contains(d, p);
             if free {
-                pages.push(p);
-                if pages.len() as u32 == n {
-                    break;
+                free_run += 1;
+                if free_run == run {
+                    pages.extend(p + 1 - run..=p);
+                    free_run = 0;
                 }
-            } else if contiguous {
-                pages.clear();
+            } else {
+                free_run = 0;
             }
             p = if p + 1 >= total { 1 } else { p + 1 };
         }
@@ -521,9 +535,9 @@ impl State {
                 inodes,
                 domain,
                 pages,
-                contiguous,
+                extent,
             } => self
-                .reserve(id, inodes, domain, pages, contiguous)
+                .reserve(id, inodes, domain, pages, extent)
                 .map(|r| (r, None))
                 .map_err(|e| e.to_string()),
             Request::Domain { mode } => {

@@ -583,6 +583,28 @@ fn fsck_finds_damage_and_says_where() {
     assert_eq!(errors.len(), 1, "{:?}", r.findings);
     assert_eq!(errors[0].place, "domain 0 data page 7");
 
+    // A directory root page whose reserved bytes are not zero (version 2 kept an
+    // entry count there; version 3 keeps it in the directory inode's size only).
+    let mut counted = m.clone();
+    let root = MediaView::new(&mut counted)
+        .unwrap()
+        .inode(ROOT_INO)
+        .unwrap()
+        .root;
+    let mut p = pmlab_fs::media::read_raw(&mut counted, root).unwrap();
+    p[0] = 1;
+    pmlab_fs::media::seal(&mut p, pmlab_fs::media::Tag::DirRoot);
+    counted.write(root * PAGE, &p[..]).unwrap();
+    let r = fsck(&mut counted).unwrap();
+    assert!(
+        r.findings.iter().any(|f| f.severity == Severity::Error
+            && f.to_string().contains(&format!(
+                "reserved bytes 0..16 of directory root page {root} are not zero"
+            ))),
+        "{:?}",
+        r.findings
+    );
+
     // A foreign volume is refused, and so is a damaged superblock.
     let mut foreign = VecMemory::new(64 * 4096);
     foreign.write(0, b"NOTAEFS!").unwrap();

@@ -21,12 +21,12 @@ fn arb_request() -> impl Strategy<Value = Request> {
             .prop_map(|(ino, exclusive)| Request::Acquire { ino, exclusive }),
         (any::<u64>(), any::<u64>()).prop_map(|(ino, grant)| Request::Release { ino, grant }),
         Just(Request::Ship),
-        (any::<u32>(), any::<u16>(), any::<u32>(), any::<bool>()).prop_map(
-            |(inodes, domain, pages, contiguous)| Request::Reserve {
+        (any::<u32>(), any::<u16>(), any::<u32>(), any::<u32>()).prop_map(
+            |(inodes, domain, pages, extent)| Request::Reserve {
                 inodes,
                 domain,
                 pages,
-                contiguous
+                extent
             }
         ),
         any::<u32>().prop_map(|mode| Request::Domain { mode }),

@@ -207,6 +207,52 @@ fn kvfs_put_get_erase() {
     r.stop_and_check();
 }
 
+/// Erased objects' extents, scattered over a nearly full domain, serve new puts: the
+/// service grants extents that need not adjoin one another, and every value stays apart.
+#[test]
+fn kvfs_reuses_erased_extents_in_a_fragmented_domain() {
+    let r = rig(2000);
+    {
+        // A one-page file of the same domain goes first and is removed after the erases,
+        // so that the free pages no longer come in pairs that line up with the objects.
+        let px = Pxfs::mount(&r.sock).unwrap();
+        let fd = px.create("/one", 0o644).unwrap();
+        px.write(fd, &[7u8; 4096]).unwrap();
+        px.close(fd).unwrap();
+        px.sync().unwrap();
+        drop(px);
+        let kv = Kvfs::open(&r.sock, "/kv", 0o644).unwrap();
+        let value = |k: usize, tag: u8| vec![tag ^ k as u8; 5000 + k % 3000];
+        // 1800 objects of 2 pages fill 3600 of the domain's 4095 data pages.
+        for k in 0..1800 {
+            kv.put(&format!("a{k}"), &value(k, 1)).unwrap();
+        }
+        kv.sync().unwrap();
+        for k in (0..1800).step_by(2) {
+            assert!(kv.erase(&format!("a{k}")).unwrap());
+        }
+        kv.sync().unwrap();
+        let px = Pxfs::mount(&r.sock).unwrap();
+        px.unlink("/one").unwrap();
+        px.sync().unwrap();
+        drop(px);
+        // 900 new objects: at most 247 fit behind the old ones, the rest must take the
+        // holes the erased ones left.
+        for k in 0..900 {
+            kv.put(&format!("b{k}"), &value(k, 2)).unwrap();
+        }
+        kv.sync().unwrap();
+        for k in 0..1800 {
+            let got = kv.get(&format!("a{k}")).unwrap();
+            assert_eq!(got, (k % 2 == 1).then(|| value(k, 1)), "a{k}");
+        }
+        for k in 0..900 {
+            assert_eq!(kv.get(&format!("b{k}")).unwrap(), Some(value(k, 2)), "b{k}");
+        }
+    }
+    r.stop_and_check();
+}
+
 fn raw_connect(sock: &Path) -> (UnixStream, u64) {
     let s = UnixStream::connect(sock).unwrap();
     let f = proto::recv(&s).unwrap().unwrap();
