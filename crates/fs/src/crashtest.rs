@@ -169,7 +169,7 @@ pub struct Report {
     /// Operations in them.
     pub ops: usize,
     /// Operations by kind, in the order of [`workload::OP_NAMES`].
-    pub ops_by_kind: [usize; 8],
+    pub ops_by_kind: [usize; OP_NAMES.len()],
     /// Metadata pages the batches committed, summed.
     pub pages_committed: usize,
     /// Crash points explored.
@@ -419,7 +419,7 @@ fn explore_recovery(
 /// explores every crash point of each (and of the recovery of some of their images).
 pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
     let (mut m, sb, domains, mut log) = build(cfg)?;
-    let mut workload = Workload::new(sb.inode_count, sb.domain_pages, domains);
+    let mut workload = Workload::new(sb.inode_count, sb.domain_pages, sb.kv_object_pages, domains);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(sub_seed(cfg.seed, 3));
     let opts = ExploreOptions {
         granularity: cfg.granularity,

@@ -8,14 +8,14 @@ use pmlab_fs::redo::{FAULTS, Protocol};
 
 #[test]
 fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
-    let mut kinds = [0; 8];
+    let mut kinds = [0; pmlab_fs::crashtest::workload::OP_NAMES.len()];
     // A cache holding a whole commit, and one of eight lines that evicts constantly.
     for (seed, cache_lines) in [(1, 1024), (2, 8)] {
         let cfg = Config {
             cache_lines,
             // Commits log and write only the lines they change, so a batch has few
-            // persist points: thirty batches reach every kind of operation.
-            batches: 30,
+            // persist points: forty batches reach every kind of operation.
+            batches: 40,
             ..Config::small(seed)
         };
         let report = crashtest::run(&cfg).unwrap();

@@ -32,7 +32,8 @@ pub struct Entry {
     pub mode: u32,
     /// Permission domain of a file's data (0 for directories).
     pub domain: u16,
-    /// A file's mapped pages: (file page index, data page), ascending.
+    /// A file's mapped pages: (file page index, data page), ascending; a KVFS object's
+    /// extent as (0, its first page).
     pub pages: Vec<(u64, u64)>,
 }
 
@@ -81,6 +82,8 @@ pub fn read<R: MediaRead + ?Sized>(mem: &mut R) -> Result<Snapshot> {
             Kind::File => {
                 radix::walk(&mut view, &i, &mut |ix, p| pages.push((ix, p)), &mut |_| {})?
             }
+            // A KVFS object is one extent: its first page stands for it.
+            Kind::Kv if i.root != 0 => pages.push((0, i.root)),
             _ => {}
         }
         let e = Entry {

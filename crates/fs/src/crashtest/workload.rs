@@ -1,4 +1,5 @@
-//! Seeded random batches of valid metadata operations, and the model of what they do.
+//! Seeded random batches of valid metadata operations (PXFS's and KVFS's), and the model
+//! of what they do.
 //!
 //! The workload keeps its own model of the namespace (names, link counts, sizes, page
 //! mappings, free inodes and free data pages) and draws every operation so that it is
@@ -38,6 +39,7 @@ struct Node {
     mode: u32,
     domain: u16,
     /// Files: file page index -> data page.
+    /// KVFS objects: 0 -> the first page of the object's extent.
     pages: BTreeMap<u64, u64>,
     /// Directories: name -> inode.
     children: BTreeMap<String, u64>,
@@ -67,21 +69,27 @@ pub struct Workload {
     /// Free data pages of each domain.
     free_pages: Vec<BTreeSet<u64>>,
     domains: Vec<u16>,
+    /// Pages of a KVFS object's extent.
+    kv_pages: u64,
     next_name: u64,
 }
 
 /// The kinds of operation the workload draws, for its statistics.
-pub const OP_NAMES: [&str; 8] = [
-    "create", "mkdir", "extend", "truncate", "rename", "link", "unlink", "rmdir",
+pub const OP_NAMES: [&str; 10] = [
+    "create", "mkdir", "extend", "truncate", "rename", "link", "unlink", "rmdir", "kv-put",
+    "kv-erase",
 ];
 /// Relative odds of each kind in [`OP_NAMES`]: files are created, written and removed
-/// more often than directories, as in the metadata mix of file-system benchmarks.
-const OP_WEIGHTS: [u32; 8] = [4, 1, 4, 1, 2, 1, 2, 1];
+/// more often than directories, as in the metadata mix of file-system benchmarks; KVFS
+/// puts (a new object or a new value for one) and erases are drawn like file writes
+/// and unlinks.
+const OP_WEIGHTS: [u32; 10] = [4, 1, 4, 1, 2, 1, 2, 1, 3, 2];
 
 impl Workload {
     /// A model of an empty volume with `inodes` inodes, `domain_pages` data pages per
-    /// domain, and the domains `domains[i]` holding files of mode `FILE_MODES[i]`.
-    pub fn new(inodes: u64, domain_pages: u64, domains: [u16; 2]) -> Workload {
+    /// domain, KVFS objects of `kv_pages` pages, and the domains `domains[i]` holding
+    /// files of mode `FILE_MODES[i]`.
+    pub fn new(inodes: u64, domain_pages: u64, kv_pages: u64, domains: [u16; 2]) -> Workload {
         let mut nodes = BTreeMap::new();
         nodes.insert(ROOT_INO, Node::dir(DIR_MODE, ROOT_INO));
         Workload {
@@ -92,6 +100,7 @@ impl Workload {
                 .map(|_| (1..domain_pages).collect())
                 .collect(),
             domains: domains.to_vec(),
+            kv_pages,
             next_name: 0,
         }
     }
@@ -150,7 +159,9 @@ impl Workload {
                 4 => self.rename(rng),
                 5 => self.link(rng),
                 6 => self.unlink(rng),
-                _ => self.rmdir(rng),
+                7 => self.rmdir(rng),
+                8 => self.kv_put(rng),
+                _ => self.kv_erase(rng),
             };
             // An operation with nothing to act on (no file to unlink yet) is redrawn.
             if let Some(mut more) = drawn {
@@ -244,6 +255,93 @@ impl Workload {
             mode,
             domain: if dir { 0 } else { self.domains[d] },
         }])
+    }
+
+    /// The first run of `count` consecutive free pages of domain index `di`, searched
+    /// from a random start.
+    fn free_run(&self, rng: &mut Xoshiro256PlusPlus, di: usize, count: u64) -> Option<u64> {
+        let free = &self.free_pages[di];
+        let start = rng.gen_range(1..free.iter().next_back().copied().unwrap_or(1) + 1);
+        free.range(start..)
+            .chain(free.range(..start))
+            .copied()
+            .find(|p| (0..count).all(|k| free.contains(&(p + k))))
+    }
+
+    /// A KVFS put: a new object (create, its extent, its size) or a new value for an
+    /// existing one (a fresh extent and size; the old extent goes back to the domain),
+    /// as `Kvfs::put` journals them.
+    fn kv_put(&mut self, rng: &mut Xoshiro256PlusPlus) -> Option<Vec<Op>> {
+        let existing = Self::pick(rng, &self.of_kind(Kind::Kv)).filter(|_| rng.gen_bool(0.5));
+        let di = match existing {
+            Some(ino) => self.domain_index(self.nodes[&ino].domain),
+            None => rng.gen_range(0..self.domains.len()),
+        };
+        let page = self.free_run(rng, di, self.kv_pages)?;
+        let mut ops = Vec::with_capacity(3);
+        let ino = match existing {
+            Some(ino) => ino,
+            None => {
+                if self.objects() + 2 > MAX_OBJECTS {
+                    return None;
+                }
+                // KVFS keeps its objects in one flat directory: the root here, so the
+                // directories below stay PXFS's (and can empty and go).
+                let parent = ROOT_INO;
+                let ino = *self.free_inodes.iter().next()?;
+                self.free_inodes.remove(&ino);
+                let name = self.fresh_name('k');
+                let mode = FILE_MODES[di];
+                let domain = self.domains[di];
+                self.nodes.insert(
+                    ino,
+                    Node {
+                        kind: Kind::Kv,
+                        domain,
+                        ..Node::dir(mode, parent)
+                    },
+                );
+                self.add_name(parent, name.clone(), ino);
+                ops.push(Op::Create {
+                    parent,
+                    name,
+                    ino,
+                    kind: Kind::Kv,
+                    mode,
+                    domain,
+                });
+                ino
+            }
+        };
+        let size = rng.gen_range(0..=self.kv_pages * PAGE);
+        let node = self.nodes.get_mut(&ino).expect("in the model");
+        let old = node.pages.insert(0, page);
+        node.size = size;
+        let n = self.kv_pages;
+        self.free_pages[di].extend(old.into_iter().flat_map(|o| o..o + n));
+        for k in 0..n {
+            self.free_pages[di].remove(&(page + k));
+        }
+        ops.push(Op::MapPages {
+            ino,
+            index: 0,
+            page,
+            count: n,
+        });
+        ops.push(Op::SetSize { ino, size });
+        Some(ops)
+    }
+
+    /// A KVFS erase: the object's only name goes, and with it the inode and extent.
+    fn kv_erase(&mut self, rng: &mut Xoshiro256PlusPlus) -> Option<Vec<Op>> {
+        let (parent, name, ino) = Self::pick(rng, &self.names(Kind::Kv))?;
+        self.drop_name(parent, &name);
+        let node = self.nodes.remove(&ino).expect("named");
+        let di = self.domain_index(node.domain);
+        let n = self.kv_pages;
+        self.free_pages[di].extend(node.pages.values().flat_map(|&p| p..p + n));
+        self.free_inodes.insert(ino);
+        Some(vec![Op::Unlink { parent, name, ino }])
     }
 
     fn domain_index(&self, domain: u16) -> usize {
