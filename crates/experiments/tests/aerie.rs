@@ -143,17 +143,18 @@ fn kvfs_objects_carved_from_one_reservation_stay_apart() {
     // More puts than one reservation of extents holds: every value must come back intact.
     use pmlab_fs::bench::{PxfsVolume, VolumeSize};
     let scr = scratch();
+    let n = 3 * pmlab_fs::kvfs::EXTENTS_PER_RESERVE as usize + 5;
     let vol = PxfsVolume::create(
         scr.path(),
         VolumeSize {
             data_bytes: 16 << 20,
-            inodes: 256,
+            // One inode per object, and some to spare.
+            inodes: n as u64 + 64,
             kv_object_bytes: 8192,
         },
     )
     .unwrap();
     let kv = vol.kvfs("/kv").unwrap();
-    let n = 3 * pmlab_fs::kvfs::EXTENTS_PER_RESERVE as usize + 5;
     let value = |k: usize| vec![k as u8; 8192 - k];
     for k in 0..n {
         kv.put(&format!("k{k}"), &value(k)).unwrap();
