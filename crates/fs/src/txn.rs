@@ -149,19 +149,11 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
     /// page `first`, if any: one page lookup per bitmap page the range covers, not one
     /// per bit (a KVFS object's extent is dozens of pages).
     pub fn first_set_bit(&mut self, first: u64, from: u64, count: u64) -> Result<Option<u64>> {
-        let end = from.saturating_add(count);
-        let mut idx = from;
-        while idx < end {
-            let (pno, _, _) = self.bit(first, idx)?;
-            let stop = end.min((idx / BITS_PER_PAGE + 1) * BITS_PER_PAGE);
+        for (pno, bits) in bitmap_pages(first, from, count) {
             let p = self.page_ref(pno, Tag::Bitmap)?;
-            for i in idx..stop {
-                let bit = i % BITS_PER_PAGE;
-                if p[(bit / 8) as usize] & (1u8 << (bit % 8)) != 0 {
-                    return Ok(Some(i));
-                }
+            if let Some(i) = bits.clone().find(|&i| p[byte_of(i)] & mask_of(i) != 0) {
+                return Ok(Some(i));
             }
-            idx = stop;
         }
         Ok(None)
     }
@@ -169,22 +161,15 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
     /// Sets or clears bits `from .. from + count` of the bitmap starting at page
     /// `first`, one page lookup per bitmap page the range covers.
     pub fn set_bits(&mut self, first: u64, from: u64, count: u64, on: bool) -> Result<()> {
-        let end = from.saturating_add(count);
-        let mut idx = from;
-        while idx < end {
-            let (pno, _, _) = self.bit(first, idx)?;
-            let stop = end.min((idx / BITS_PER_PAGE + 1) * BITS_PER_PAGE);
+        for (pno, bits) in bitmap_pages(first, from, count) {
             let p = self.page_mut(pno, Tag::Bitmap)?;
-            for i in idx..stop {
-                let bit = i % BITS_PER_PAGE;
-                let (byte, mask) = ((bit / 8) as usize, 1u8 << (bit % 8));
+            for i in bits {
                 if on {
-                    p[byte] |= mask;
+                    p[byte_of(i)] |= mask_of(i);
                 } else {
-                    p[byte] &= !mask;
+                    p[byte_of(i)] &= !mask_of(i);
                 }
             }
-            idx = stop;
         }
         Ok(())
     }
@@ -227,6 +212,35 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
         self.dirty.remove(&pno);
         Ok(())
     }
+}
+
+/// Bits `from .. from + count` of the bitmap starting at page `first`, split by the
+/// bitmap page holding them: (page, its bits in the range).
+fn bitmap_pages(
+    first: u64,
+    from: u64,
+    count: u64,
+) -> impl Iterator<Item = (u64, std::ops::Range<u64>)> {
+    let end = from.saturating_add(count);
+    let mut idx = from;
+    std::iter::from_fn(move || {
+        (idx < end).then(|| {
+            let stop = end.min((idx / BITS_PER_PAGE + 1) * BITS_PER_PAGE);
+            let run = (first + idx / BITS_PER_PAGE, idx..stop);
+            idx = stop;
+            run
+        })
+    })
+}
+
+/// The byte of its bitmap page holding bit `i` of a bitmap.
+fn byte_of(i: u64) -> usize {
+    ((i % BITS_PER_PAGE) / 8) as usize
+}
+
+/// The mask of bit `i` of a bitmap within its byte.
+fn mask_of(i: u64) -> u8 {
+    1u8 << (i % 8)
 }
 
 impl<R: MediaRead + ?Sized> PageSource for Txn<'_, R> {
