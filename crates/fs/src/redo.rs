@@ -120,8 +120,6 @@ fn fs_error(sb: &Superblock, e: TxError) -> FsError {
 pub struct MetaLog {
     log: RedoLog,
     sb: Superblock,
-    /// The records of the transaction being built (kept to reuse its allocation).
-    pending: Vec<(Addr, Vec<u8>)>,
 }
 
 impl MetaLog {
@@ -129,11 +127,7 @@ impl MetaLog {
     pub fn format<M: Memory + ?Sized>(mem: &mut M, sb: &Superblock) -> Result<MetaLog> {
         let (base, len) = area(sb);
         let log = RedoLog::format(mem, base, len).map_err(|e| fs_error(sb, e))?;
-        Ok(MetaLog {
-            log,
-            sb: *sb,
-            pending: Vec::new(),
-        })
+        Ok(MetaLog { log, sb: *sb })
     }
 
     /// Recovers the log (replaying its last transaction, see [`inspect`] for what is
@@ -154,14 +148,7 @@ impl MetaLog {
         let (base, len) = area(sb);
         let (log, _) =
             RedoLog::open_with_protocol(mem, base, len, protocol).map_err(|e| fs_error(sb, e))?;
-        Ok((
-            MetaLog {
-                log,
-                sb: *sb,
-                pending: Vec::new(),
-            },
-            state,
-        ))
+        Ok((MetaLog { log, sb: *sb }, state))
     }
 
     /// Makes `changes` durable and applies them in place, atomically: 2 fences.
@@ -173,20 +160,23 @@ impl MetaLog {
                 capacity(&self.sb)
             )));
         }
+        // The changed runs are found before the transaction begins (`begin` borrows
+        // the memory) and written from the images themselves, with no copy.
         let mut now = vec![0u8; PAGE as usize];
         let mut runs = Vec::new();
-        for (pno, img) in changes {
+        let mut records = Vec::new();
+        for (&pno, img) in changes {
             mem.read(pno * PAGE, &mut now)?;
             changed_runs(&now, &img[..], &mut runs);
-            for &(start, end) in &runs {
-                // Queued before the transaction begins: `begin` borrows the memory.
-                self.pending
-                    .push((pno * PAGE + start as u64, img[start..end].to_vec()));
-            }
+            records.extend(
+                runs.iter()
+                    .map(|&(start, end)| (pno, &img[start..end], start)),
+            );
         }
         let mut tx = self.log.begin(mem);
-        for (addr, data) in self.pending.drain(..) {
-            tx.write(addr, &data).map_err(|e| fs_error(&self.sb, e))?;
+        for (pno, data, start) in records {
+            tx.write(pno * PAGE + start as u64, data)
+                .map_err(|e| fs_error(&self.sb, e))?;
         }
         tx.commit().map_err(|e| fs_error(&self.sb, e))
     }

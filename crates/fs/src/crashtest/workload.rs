@@ -364,14 +364,7 @@ impl Workload {
             return None;
         }
         let di = self.domain_index(n.domain);
-        let free = &self.free_pages[di];
-        // The first run of `count` consecutive free pages, from a random start.
-        let start = rng.gen_range(1..free.iter().next_back().copied().unwrap_or(1) + 1);
-        let page = free
-            .range(start..)
-            .chain(free.range(..start))
-            .copied()
-            .find(|p| (0..count).all(|k| free.contains(&(p + k))))?;
+        let page = self.free_run(rng, di, count)?;
         let size = (index + count) * PAGE - rng.gen_range(0..PAGE);
         let size = size.max(n.size);
         let mut freed = Vec::new();
