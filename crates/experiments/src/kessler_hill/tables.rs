@@ -291,7 +291,7 @@ impl Report {
             .count()
     }
 
-    /// Writes every table as CSV, the passes and tables as JSON, and the plots as SVG
+    /// Writes every table as CSV, the tables and passes as `kessler-hill.json`, and the plots as SVG
     /// under `config.out_dir`.
     pub fn write(&self, config: &Config) -> Result<(), ExperimentError> {
         let dir = &config.out_dir;
@@ -299,8 +299,8 @@ impl Report {
         for (t, n) in self.tables.iter().zip(names) {
             t.write_csv(&dir.join(format!("{n}.csv")))?;
         }
-        write_json(&dir.join("passes.json"), &self.passes)?;
-        write_json(&dir.join("tables.json"), &self.tables)?;
+        let json = serde_json::json!({ "tables": &self.tables, "passes": &self.passes });
+        write_json(&dir.join("kessler-hill.json"), &json)?;
         plots::write_all(dir, &self.passes, self.large_pool)?;
         Ok(())
     }

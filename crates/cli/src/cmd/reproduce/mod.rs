@@ -1,0 +1,58 @@
+//! `pmlab reproduce PAPER`: run a paper's evaluation and lay it beside the paper.
+//!
+//! Each paper is a subcommand with its own options; every one writes its tables (CSV),
+//! plots (SVG) and one `PAPER.json` under `results/PAPER/` unless `--out` says otherwise.
+
+mod aerie;
+mod kessler_hill;
+
+use std::path::PathBuf;
+
+/// Arguments of `pmlab reproduce`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    paper: Paper,
+}
+
+#[derive(clap::Subcommand)]
+enum Paper {
+    /// Kessler & Hill, careful page mapping: Tables 1-4, Figures 3, 4, 11, 12.
+    KesslerHill(kessler_hill::Args),
+    /// Aerie: Table 2 (file operations) and Figure 2 (FileBench personalities).
+    Aerie(aerie::Args),
+}
+
+/// Options every paper's reproduction takes.
+#[derive(clap::Args)]
+pub struct Common {
+    /// Quick mode: a reduced run of the same experiments (see the paper's `--help`).
+    #[arg(long)]
+    quick: bool,
+    /// First seed of the xoshiro256++ generators.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Where tables (CSV), JSON and plots (SVG) are written (default: results/PAPER).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+impl Common {
+    /// The output directory: `--out`, or `results/<paper>`.
+    fn out_dir(&self, paper: &str) -> PathBuf {
+        self.out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("results").join(paper))
+    }
+}
+
+/// Runs `pmlab reproduce`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.paper {
+        Paper::KesslerHill(a) => kessler_hill::run(a),
+        Paper::Aerie(a) => aerie::run(a),
+    }
+}
