@@ -10,7 +10,7 @@ fn trace(n: u64) -> Vec<Ref> {
             addr: (i * 40) % 8192,
             size: 4,
             kind: [Kind::Read, Kind::Write][(i % 2) as usize],
-            pid: 0,
+            asid: 0,
         })
         .collect()
 }

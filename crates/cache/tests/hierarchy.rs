@@ -203,7 +203,7 @@ fn mixed_refs(n: usize, seed: u64) -> Vec<pmlab_trace::Ref> {
                 addr: (x >> 20) % (24 << 10),
                 size: (x % 81) as u32,
                 kind: Kind::ALL[((x >> 8) % 4) as usize],
-                pid: 0,
+                asid: 0,
             }
         })
         .collect()

@@ -127,7 +127,7 @@ fn interleave_assigns_pids_and_reports_ends() {
         "interleave",
         "--switch",
         "2",
-        "--pids",
+        "--asids",
         "5,9",
         &a,
         &b,
@@ -136,14 +136,14 @@ fn interleave_assigns_pids_and_reports_ends() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("pid 5 ended after reference 6"), "{err}");
-    assert!(err.contains("pid 9 ended after reference 9"), "{err}");
+    assert!(err.contains("asid 5 ended after reference 6"), "{err}");
+    assert!(err.contains("asid 9 ended after reference 9"), "{err}");
     let bytes = std::fs::read(&out_path).unwrap();
-    let pids: Vec<u16> = bytes[16..]
+    let asids: Vec<u16> = bytes[16..]
         .chunks(16)
         .map(|r| u16::from_le_bytes([r[12], r[13]]))
         .collect();
-    assert_eq!(pids, vec![5, 5, 9, 9, 9, 5, 9, 9, 9]);
+    assert_eq!(asids, vec![5, 5, 9, 9, 9, 5, 9, 9, 9]);
 }
 
 #[test]

@@ -128,7 +128,7 @@ pub struct PlacementConfig {
 impl Default for TranslationConfig {
     fn default() -> Self {
         Self {
-            page_size: PageSize::K4,
+            page_size: PageSize::KIB_4,
             identity: true,
             tlb: Some(TlbConfig::default()),
             placement: None,

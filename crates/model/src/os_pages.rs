@@ -2,6 +2,7 @@
 //! OS's placement policies (Kessler & Hill's page coloring, bin hopping, ...) choose.
 
 use pmlab_os::{CacheGeometry, Os, OsConfig, PolicyKind};
+use pmlab_spine::Asid;
 
 use crate::config::MachineConfig;
 use crate::error::ConfigError;
@@ -63,8 +64,8 @@ impl OsPages {
 }
 
 impl PageTables for OsPages {
-    fn translate(&mut self, asid: u16, vpn: u64) -> Option<u64> {
-        Some(u64::from(self.os.touch(u32::from(asid), vpn)))
+    fn translate(&mut self, asid: Asid, vpn: u64) -> Option<u64> {
+        Some(u64::from(self.os.touch(asid, vpn)))
     }
 
     /// An eviction unmapped some page whose translation a TLB may hold.

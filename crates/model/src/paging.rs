@@ -8,43 +8,14 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
-/// Supported page sizes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum PageSize {
-    /// 4 KiB, the x86 base page.
-    #[serde(rename = "4KiB")]
-    K4,
-    /// 16 KiB, as on ARMv8 and Apple systems.
-    #[serde(rename = "16KiB")]
-    K16,
-    /// 2 MiB, the x86 large page.
-    #[serde(rename = "2MiB")]
-    M2,
-}
-
-impl PageSize {
-    /// The size in bytes.
-    pub fn bytes(self) -> u64 {
-        match self {
-            Self::K4 => 4 << 10,
-            Self::K16 => 16 << 10,
-            Self::M2 => 2 << 20,
-        }
-    }
-
-    /// log2 of the size.
-    pub fn shift(self) -> u32 {
-        self.bytes().trailing_zeros()
-    }
-}
+use pmlab_spine::Asid;
+pub use pmlab_spine::PageSize;
 
 /// What the machine needs from page tables.
 pub trait PageTables: Send {
     /// The frame that virtual page `vpn` of address space `asid` maps to, establishing
     /// the mapping if the tables do so on demand; `None` if it cannot be mapped.
-    fn translate(&mut self, asid: u16, vpn: u64) -> Option<u64>;
+    fn translate(&mut self, asid: Asid, vpn: u64) -> Option<u64>;
 
     /// Whether mappings changed since the last call in a way that may leave stale TLB
     /// entries (a page was unmapped); the machine then flushes its TLB, as an OS shoots
@@ -68,7 +39,7 @@ impl IdentityPages {
 }
 
 impl PageTables for IdentityPages {
-    fn translate(&mut self, _asid: u16, vpn: u64) -> Option<u64> {
+    fn translate(&mut self, _asid: Asid, vpn: u64) -> Option<u64> {
         (vpn < self.frames).then_some(vpn)
     }
 }
@@ -78,7 +49,7 @@ impl PageTables for IdentityPages {
 pub struct DemandPages {
     frames: u64,
     next_free: u64,
-    spaces: HashMap<u16, HashMap<u64, u64>>,
+    spaces: HashMap<Asid, HashMap<u64, u64>>,
 }
 
 impl DemandPages {
@@ -97,13 +68,13 @@ impl DemandPages {
 
     /// Maps `vpn` of `asid` to `pfn` explicitly (e.g. to share a frame between spaces,
     /// as a SpaceJMP segment attached to two address spaces is).
-    pub fn map(&mut self, asid: u16, vpn: u64, pfn: u64) {
+    pub fn map(&mut self, asid: Asid, vpn: u64, pfn: u64) {
         self.spaces.entry(asid).or_default().insert(vpn, pfn);
     }
 }
 
 impl PageTables for DemandPages {
-    fn translate(&mut self, asid: u16, vpn: u64) -> Option<u64> {
+    fn translate(&mut self, asid: Asid, vpn: u64) -> Option<u64> {
         let table = self.spaces.entry(asid).or_default();
         if let Some(&pfn) = table.get(&vpn) {
             return Some(pfn);
@@ -129,6 +100,6 @@ mod tests {
         assert_eq!(p.translate(2, 7), Some(1));
         assert_eq!(p.translate(1, 7), Some(0));
         assert_eq!(p.translate(1, 8), None);
-        assert_eq!(PageSize::M2.shift(), 21);
+        assert_eq!(PageSize::MIB_2.shift(), 21);
     }
 }

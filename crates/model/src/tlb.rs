@@ -1,5 +1,6 @@
 //! A set-associative TLB with LRU replacement and optional address-space (ASID) tags.
 
+use pmlab_spine::Asid;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
@@ -63,7 +64,7 @@ pub struct TlbStats {
 
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    asid: u16,
+    asid: Asid,
     vpn: u64,
     pfn: u64,
     last_use: u64,
@@ -105,7 +106,7 @@ impl Tlb {
     }
 
     /// Looks `vpn` of address space `asid` up, counting a hit or a miss.
-    pub fn lookup(&mut self, asid: u16, vpn: u64) -> Option<u64> {
+    pub fn lookup(&mut self, asid: Asid, vpn: u64) -> Option<u64> {
         self.clock += 1;
         let clock = self.clock;
         let tagged = self.config.tagged;
@@ -128,7 +129,7 @@ impl Tlb {
 
     /// Installs a translation after a walk, replacing the set's least recently used
     /// entry if the set is full.
-    pub fn insert(&mut self, asid: u16, vpn: u64, pfn: u64) {
+    pub fn insert(&mut self, asid: Asid, vpn: u64, pfn: u64) {
         self.clock += 1;
         let entry = Entry {
             asid,
@@ -152,7 +153,7 @@ impl Tlb {
     }
 
     /// Removes the translation of `vpn` in `asid` (after the page tables changed it).
-    pub fn invalidate(&mut self, asid: u16, vpn: u64) {
+    pub fn invalidate(&mut self, asid: Asid, vpn: u64) {
         let tagged = self.config.tagged;
         let set = self.set_of(vpn);
         self.sets[set].retain(|e| !(e.vpn == vpn && (!tagged || e.asid == asid)));

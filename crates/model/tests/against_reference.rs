@@ -40,7 +40,7 @@ fn config(variant: u8, seed: u64) -> MachineConfig {
         _ => {
             let mut c = MachineConfig::tiny(SIZE, 8);
             c.translation.identity = false;
-            c.translation.page_size = PageSize::K16;
+            c.translation.page_size = PageSize::KIB_16;
             c
         }
     };

@@ -9,7 +9,7 @@ const MIB: u64 = 1 << 20;
 fn machine(frames_mib: u64, policy: PolicyKind) -> Machine {
     let mut cfg = MachineConfig::loc(4 * MIB);
     cfg.translation.identity = false;
-    cfg.translation.page_size = PageSize::K16;
+    cfg.translation.page_size = PageSize::KIB_16;
     let page = pmlab_os::PageSize::KIB_16;
     let os_cfg = OsConfig::from_bytes(frames_mib * MIB, 256 << 10, page, 7).unwrap();
     // Bins of the LLC (1 MiB, 16-way): the cache the placement tries to spread over.
@@ -60,7 +60,7 @@ fn os_evictions_shoot_the_tlb_down() {
 fn placement_from_a_toml_config() {
     let mut cfg = MachineConfig::loc(4 * MIB);
     cfg.translation.identity = false;
-    cfg.translation.page_size = PageSize::K16;
+    cfg.translation.page_size = PageSize::KIB_16;
     cfg.translation.placement = Some(pmlab_model::PlacementConfig {
         policy: "bin-hopping".into(),
         pool_size: 256 << 10,

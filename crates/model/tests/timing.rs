@@ -64,7 +64,7 @@ fn a_clean_line_flush_writes_nothing() {
 fn two_space_run(tagged: bool) -> (u64, u64) {
     let mut cfg = MachineConfig::loc(MIB);
     cfg.translation.identity = false;
-    cfg.translation.page_size = PageSize::K4;
+    cfg.translation.page_size = PageSize::KIB_4;
     cfg.translation.tlb = Some(TlbConfig {
         tagged,
         ..TlbConfig::default()
@@ -102,7 +102,11 @@ fn tagged_tlbs_keep_entries_across_switches() {
 
 #[test]
 fn page_sizes_change_the_walks() {
-    for (size, walks) in [(PageSize::K4, 64), (PageSize::K16, 16), (PageSize::M2, 1)] {
+    for (size, walks) in [
+        (PageSize::KIB_4, 64),
+        (PageSize::KIB_16, 16),
+        (PageSize::MIB_2, 1),
+    ] {
         let mut cfg = MachineConfig::loc(4 * MIB);
         cfg.translation.page_size = size;
         let mut m = Machine::new(cfg).unwrap();

@@ -42,11 +42,9 @@ mod mapping;
 mod persist;
 mod region;
 pub mod scm_model;
-mod size;
 
 pub use error::{RegionError, RegionSource};
 pub use header::{DATA_OFFSET, HEADER_LEN, Header, LAYOUT_VERSION, MAGIC, MIN_REGION_SIZE};
 pub use mapping::Medium;
 pub use persist::{CpuPersistFeatures, PersistMode};
 pub use region::{ReadOnlyRegion, Region, RegionInfo, default_persist_mode};
-pub use size::parse_size;

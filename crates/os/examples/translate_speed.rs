@@ -40,21 +40,21 @@ fn main() {
     // Each reference stays on the previous page of its process with probability 0.9.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let mut last = [0u64; 4];
-    let stream: Vec<(u32, u64)> = (0..REFS)
+    let stream: Vec<(u16, u64)> = (0..REFS)
         .map(|i| {
             let p = (i / 50_000) % 4; // a context switch every 50,000 references
             if rng.gen_bool(0.1) {
                 last[p] = rng.gen_range(0..1500);
             }
-            (p as u32 + 1, (last[p] << 14) | rng.gen_range(0..1 << 14))
+            (p as u16 + 1, (last[p] << 14) | rng.gen_range(0..1 << 14))
         })
         .collect();
     let geometry = CacheGeometry::new(1 << 20, 1, PageSize::KIB_16).unwrap();
     // The floor: reading the reference stream itself.
     let t = Instant::now();
     let mut sum = 0u64;
-    for &(pid, vaddr) in &stream {
-        sum = sum.wrapping_add(u64::from(pid) ^ vaddr);
+    for &(asid, vaddr) in &stream {
+        sum = sum.wrapping_add(u64::from(asid) ^ vaddr);
     }
     black_box(sum);
     println!(
@@ -69,15 +69,15 @@ fn main() {
         let mut os = Os::new(OsConfig::paper(7), kind.build(geometry, 7)).unwrap();
         let t = Instant::now();
         let mut sum = 0u64;
-        for &(pid, vaddr) in &stream {
-            sum = sum.wrapping_add(os.access(pid, vaddr));
+        for &(asid, vaddr) in &stream {
+            sum = sum.wrapping_add(os.access(asid, vaddr));
         }
         let touch_ns = t.elapsed_ns() / REFS as f64;
         black_box(sum);
         let t = Instant::now();
         let mut sum = 0u64;
-        for &(pid, vaddr) in &stream {
-            sum = sum.wrapping_add(os.physical_address(pid, vaddr).unwrap_or(0));
+        for &(asid, vaddr) in &stream {
+            sum = sum.wrapping_add(os.physical_address(asid, vaddr).unwrap_or(0));
         }
         let translate_ns = t.elapsed_ns() / REFS as f64;
         black_box(sum);

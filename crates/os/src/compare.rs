@@ -4,7 +4,7 @@
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::{CacheGeometry, Os, OsConfig, OsError, Pid, PolicyKind, conflicts_of};
+use crate::{Asid, CacheGeometry, Os, OsConfig, OsError, PolicyKind, conflicts_of};
 
 /// The workload and system of a comparison.
 ///
@@ -54,7 +54,7 @@ pub struct PolicyOutcome {
 }
 
 struct Proc {
-    pid: Pid,
+    asid: Asid,
     pages: u64,
     left: u64,
 }
@@ -82,10 +82,10 @@ pub fn run_policy(config: &CompareConfig, policy: PolicyKind) -> Result<PolicyOu
         policy.build(config.geometry, config.seed ^ 0xC0FFEE),
     )?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(config.seed);
-    let mut next_pid: Pid = 1;
+    let mut next_pid: Asid = 1;
     let mut spawn = |rng: &mut Xoshiro256PlusPlus| {
         let p = Proc {
-            pid: next_pid,
+            asid: next_pid,
             pages: rng
                 .gen_range(config.pages / 2..=config.pages * 3 / 2)
                 .max(1),
@@ -103,13 +103,13 @@ pub fn run_policy(config: &CompareConfig, policy: PolicyKind) -> Result<PolicyOu
         let burst = config.quantum.min(proc.left);
         for _ in 0..burst {
             let vpn = rng.gen_range(0..proc.pages);
-            os.touch(proc.pid, vpn);
+            os.touch(proc.asid, vpn);
         }
         proc.left -= burst;
         if proc.left == 0 {
-            let pid = proc.pid;
+            let asid = proc.asid;
             let space = os
-                .address_space(pid)
+                .address_space(asid)
                 .expect("a running process has touched memory");
             let c = conflicts_of(space.frames(), &config.geometry);
             let h = conflicts_of(space.frames(), &half);
@@ -118,7 +118,7 @@ pub fn run_policy(config: &CompareConfig, policy: PolicyKind) -> Result<PolicyOu
             mapping_half += h.mapping_conflicts();
             free += u32::from(c.mapping_conflicts() == 0);
             finished += 1;
-            os.exit(pid);
+            os.exit(asid);
             running[turn] = spawn(&mut rng);
         }
         turn = (turn + 1) % running.len();

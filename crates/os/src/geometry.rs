@@ -1,48 +1,7 @@
 //! Page sizes and the cache geometry that defines bins.
 
 use crate::{OsError, Pfn};
-
-/// A page size in bytes: a power of two from 512 B to 1 GiB (4 KiB, 16 KiB and 2 MiB are
-/// the usual ones).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub struct PageSize(u64);
-
-impl PageSize {
-    /// 4 KiB pages.
-    pub const KIB_4: PageSize = PageSize(4 << 10);
-    /// 16 KiB pages, the paper's page size.
-    pub const KIB_16: PageSize = PageSize(16 << 10);
-    /// 2 MiB pages.
-    pub const MIB_2: PageSize = PageSize(2 << 20);
-
-    /// A page size of `bytes`, which must be a power of two in 512 B ..= 1 GiB.
-    pub fn new(bytes: u64) -> Result<Self, OsError> {
-        if !bytes.is_power_of_two() {
-            return Err(OsError::NotPowerOfTwo {
-                field: "page size",
-                value: bytes,
-            });
-        }
-        if !(512..=1 << 30).contains(&bytes) {
-            return Err(OsError::OutOfRange {
-                field: "page size",
-                value: bytes,
-                expected: "512 B ..= 1 GiB",
-            });
-        }
-        Ok(PageSize(bytes))
-    }
-
-    /// The size in bytes.
-    pub fn bytes(self) -> u64 {
-        self.0
-    }
-
-    /// log2 of the size: the number of page-offset bits of an address.
-    pub fn shift(self) -> u32 {
-        self.0.trailing_zeros()
-    }
-}
+pub use pmlab_spine::PageSize;
 
 /// A real-indexed, set-associative cache as the page mapper sees it: its bins.
 ///

@@ -6,13 +6,13 @@
 //! * physical memory is `N` page frames kept on one global, exact LRU list;
 //! * the pool of available frames is the bottom `K` frames of that list (Figure 9), so
 //!   exactly `K` frames are offered at every mapping, even when memory is still unused;
-//! * a virtual page `(pid, vpn)` is mapped when it is first touched, by a
+//! * a virtual page `(asid, vpn)` is mapped when it is first touched, by a
 //!   [`PlacementPolicy`] choosing a frame from the pool; taking a frame that still holds
 //!   another page unmaps that page (it faults again on its next touch, and is counted);
 //! * a touch of a mapped page makes its frame most recently used (O(1));
 //! * a process that exits releases its frames to the bottom of the list.
 //!
-//! Address spaces are identified by a [`Pid`], which is also the ASID a tagged TLB uses.
+//! Address spaces are identified by an [`Asid`], which is also the ASID a tagged TLB uses.
 //! The machine model translates with [`Os::translate`] (no side effects) and touches with
 //! [`Os::touch`] / [`Os::access`] (LRU update, faults).
 //!
@@ -27,7 +27,7 @@
 //! // target cache (64 bins), the Hierarchical Heuristic.
 //! let cache = CacheGeometry::new(1 << 20, 1, PageSize::KIB_16).unwrap();
 //! let mut os = Os::new(OsConfig::paper(42), PolicyKind::Hierarchical.build(cache, 42)).unwrap();
-//! let pa = os.access(7, 0x4000_0123); // pid 7 touches a virtual address
+//! let pa = os.access(7, 0x4000_0123); // asid 7 touches a virtual address
 //! assert_eq!(pa & 0x3fff, 0x123);
 //! assert_eq!(os.physical_address(7, 0x4000_0123), Some(pa)); // no side effects
 //! assert_eq!(os.translate(7, 0x4000_0123 >> 14), Some((pa >> 14) as u32));
@@ -72,8 +72,8 @@ pub use policy::{PlacementPolicy, PolicyKind};
 pub use pool::Pool;
 pub use stats::{ConflictStats, conflicts_of, min_conflicts};
 
-/// A process id; it names one address space and doubles as its ASID.
-pub type Pid = u32;
+/// A process of a trace names one address space; its id is the spine's [`Asid`].
+pub use pmlab_spine::Asid;
 /// A virtual page number (virtual address divided by the page size).
 pub type Vpn = u64;
 /// A physical page frame number, `0..N`; the physical address of a frame is

@@ -6,7 +6,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::lru::{LruList, NIL};
 use crate::pool::Pool;
-use crate::{Pfn, Pid, Vpn};
+use crate::{Asid, Pfn, Vpn};
 
 /// `N` page frames on an exact global LRU list whose bottom `K` frames form the pool of
 /// available frames (Figure 9).
@@ -23,7 +23,7 @@ pub struct PhysicalMemory {
     pool_target: usize,
     /// The pool's most recently used frame (its top), or `NIL` when the pool is empty.
     boundary: Pfn,
-    owners: Vec<Option<(Pid, Vpn)>>,
+    owners: Vec<Option<(Asid, Vpn)>>,
 }
 
 impl PhysicalMemory {
@@ -63,7 +63,7 @@ impl PhysicalMemory {
 
     /// The page frame `pfn` holds, if any.
     #[inline]
-    pub fn owner(&self, pfn: Pfn) -> Option<(Pid, Vpn)> {
+    pub fn owner(&self, pfn: Pfn) -> Option<(Asid, Vpn)> {
         self.owners[pfn as usize]
     }
 
@@ -72,7 +72,7 @@ impl PhysicalMemory {
         self.lru.order()
     }
 
-    pub(crate) fn set_owner(&mut self, pfn: Pfn, owner: Option<(Pid, Vpn)>) {
+    pub(crate) fn set_owner(&mut self, pfn: Pfn, owner: Option<(Asid, Vpn)>) {
         self.owners[pfn as usize] = owner;
     }
 

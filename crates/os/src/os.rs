@@ -7,7 +7,7 @@ use crate::memory::PhysicalMemory;
 use crate::page_table::AddressSpace;
 use crate::policy::PlacementPolicy;
 use crate::spaces::Spaces;
-use crate::{CacheGeometry, ConflictStats, OsError, PageSize, Pfn, Pid, Vpn, conflicts_of};
+use crate::{Asid, CacheGeometry, ConflictStats, OsError, PageSize, Pfn, Vpn, conflicts_of};
 
 /// The size of physical memory, its pool and its pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -104,9 +104,9 @@ pub struct OsCounters {
 }
 
 /// The OS model: physical memory with its LRU list and pool, one page table per
-/// process (ASID = [`Pid`]), and a placement policy for first touches.
+/// process (ASID = [`Asid`]), and a placement policy for first touches.
 ///
-/// Use: for every reference of process `pid` to virtual address `vaddr`, call
+/// Use: for every reference of process `asid` to virtual address `vaddr`, call
 /// [`access`](Self::access) (or [`touch`](Self::touch) with the page number) for the
 /// physical address; call [`exit`](Self::exit) when the process ends. An MMU model with a
 /// TLB calls [`translate`](Self::translate) on a TLB miss (no side effects) and `touch`
@@ -181,47 +181,47 @@ impl Os {
         &self.counters
     }
 
-    /// The frame of page `vpn` of address space `pid`, if resident. No side effects: the
+    /// The frame of page `vpn` of address space `asid`, if resident. No side effects: the
     /// LRU order is not updated and nothing is mapped.
     #[inline]
-    pub fn translate(&self, pid: Pid, vpn: Vpn) -> Option<Pfn> {
-        self.spaces.get(pid)?.translate(vpn)
+    pub fn translate(&self, asid: Asid, vpn: Vpn) -> Option<Pfn> {
+        self.spaces.get(asid)?.translate(vpn)
     }
 
-    /// The physical address of `vaddr` in `pid`, if its page is resident (no side effects).
+    /// The physical address of `vaddr` in `asid`, if its page is resident (no side effects).
     #[inline]
-    pub fn physical_address(&self, pid: Pid, vaddr: u64) -> Option<u64> {
+    pub fn physical_address(&self, asid: Asid, vaddr: u64) -> Option<u64> {
         let shift = self.config.page_size.shift();
-        let pfn = self.translate(pid, vaddr >> shift)?;
+        let pfn = self.translate(asid, vaddr >> shift)?;
         Some((u64::from(pfn) << shift) | (vaddr & (self.config.page_size.bytes() - 1)))
     }
 
-    /// A reference by `pid` to page `vpn`: maps the page if it is not resident (first
+    /// A reference by `asid` to page `vpn`: maps the page if it is not resident (first
     /// touch, or re-fault after eviction) and makes its frame the most recently used.
     /// Returns the frame. O(1) for a resident page; a fault costs the policy's choice.
     #[inline]
-    pub fn touch(&mut self, pid: Pid, vpn: Vpn) -> Pfn {
+    pub fn touch(&mut self, asid: Asid, vpn: Vpn) -> Pfn {
         self.counters.touches += 1;
-        let space = self.spaces.get_or_create(pid);
+        let space = self.spaces.get_or_create(asid);
         if let Some(pfn) = space.translate(vpn) {
             self.memory.make_mru(pfn);
             return pfn;
         }
-        self.fault(pid, vpn)
+        self.fault(asid, vpn)
     }
 
-    /// A reference by `pid` to virtual address `vaddr`: [`touch`](Self::touch), then the
+    /// A reference by `asid` to virtual address `vaddr`: [`touch`](Self::touch), then the
     /// physical address.
     #[inline]
-    pub fn access(&mut self, pid: Pid, vaddr: u64) -> u64 {
+    pub fn access(&mut self, asid: Asid, vaddr: u64) -> u64 {
         let shift = self.config.page_size.shift();
-        let pfn = self.touch(pid, vaddr >> shift);
+        let pfn = self.touch(asid, vaddr >> shift);
         (u64::from(pfn) << shift) | (vaddr & (self.config.page_size.bytes() - 1))
     }
 
-    fn fault(&mut self, pid: Pid, vpn: Vpn) -> Pfn {
+    fn fault(&mut self, asid: Asid, vpn: Vpn) -> Pfn {
         let pool = self.memory.pool();
-        let pfn = self.policy.choose(pid, vpn, pool);
+        let pfn = self.policy.choose(asid, vpn, pool);
         assert!(
             pool.contains(pfn),
             "policy {} chose frame {pfn}, which is not in the pool",
@@ -236,26 +236,26 @@ impl Os {
             self.counters.evictions += 1;
             self.stale = true;
         }
-        self.memory.set_owner(pfn, Some((pid, vpn)));
+        self.memory.set_owner(pfn, Some((asid, vpn)));
         let space = self
             .spaces
-            .get_mut(pid)
+            .get_mut(asid)
             .expect("address space created by touch");
         if space.map(vpn, pfn) {
             self.counters.refaults += 1;
         } else {
             self.counters.first_touch_faults += 1;
         }
-        self.policy.mapped(pid, vpn, pfn);
+        self.policy.mapped(asid, vpn, pfn);
         self.memory.make_mru(pfn);
         pfn
     }
 
-    /// Process `pid` exits: its frames go to the bottom of the LRU list (into the pool),
+    /// Process `asid` exits: its frames go to the bottom of the LRU list (into the pool),
     /// in ascending page order, so the frame of its highest page is offered first.
     /// Returns the number of frames released (0 for an unknown process).
-    pub fn exit(&mut self, pid: Pid) -> usize {
-        let Some(space) = self.spaces.remove(pid) else {
+    pub fn exit(&mut self, asid: Asid) -> usize {
+        let Some(space) = self.spaces.remove(asid) else {
             return 0;
         };
         let mut pages: Vec<(Vpn, Pfn)> = space.mappings().collect();
@@ -264,7 +264,7 @@ impl Os {
             self.memory.set_owner(pfn, None);
             self.memory.make_lru(pfn);
         }
-        self.policy.exited(pid);
+        self.policy.exited(asid);
         self.stale |= !pages.is_empty();
         self.counters.exits += 1;
         self.counters.frames_released += pages.len() as u64;
@@ -277,22 +277,22 @@ impl Os {
         std::mem::take(&mut self.stale)
     }
 
-    /// The address space of `pid`, if it has touched memory and not exited.
-    pub fn address_space(&self, pid: Pid) -> Option<&AddressSpace> {
-        self.spaces.get(pid)
+    /// The address space of `asid`, if it has touched memory and not exited.
+    pub fn address_space(&self, asid: Asid) -> Option<&AddressSpace> {
+        self.spaces.get(asid)
     }
 
-    /// All live address spaces, in ascending pid order.
+    /// All live address spaces, in ascending asid order.
     pub fn address_spaces(&self) -> Vec<&AddressSpace> {
         let mut v: Vec<_> = self.spaces.values().collect();
-        v.sort_unstable_by_key(|s| s.pid());
+        v.sort_unstable_by_key(|s| s.asid());
         v
     }
 
-    /// Page conflicts of `pid`'s resident pages in the cache `geometry` (which need not be
+    /// Page conflicts of `asid`'s resident pages in the cache `geometry` (which need not be
     /// the policy's target cache), or `None` for an unknown process.
-    pub fn conflicts(&self, pid: Pid, geometry: &CacheGeometry) -> Option<ConflictStats> {
-        Some(conflicts_of(self.spaces.get(pid)?.frames(), geometry))
+    pub fn conflicts(&self, asid: Asid, geometry: &CacheGeometry) -> Option<ConflictStats> {
+        Some(conflicts_of(self.spaces.get(asid)?.frames(), geometry))
     }
 
     /// Checks every internal invariant (O(N + pages)): the pool is exactly the bottom `K`
@@ -303,10 +303,10 @@ impl Os {
         for space in self.spaces.values() {
             for (vpn, pfn) in space.mappings() {
                 owned += 1;
-                if self.memory.owner(pfn) != Some((space.pid(), vpn)) {
+                if self.memory.owner(pfn) != Some((space.asid(), vpn)) {
                     return Err(format!(
                         "page {vpn} of {} maps frame {pfn}, owned by {:?}",
-                        space.pid(),
+                        space.asid(),
                         self.memory.owner(pfn)
                     ));
                 }

@@ -4,7 +4,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::{Pfn, Pid, Vpn};
+use crate::{Asid, Pfn, Vpn};
 
 /// Marks a page that was mapped and lost its frame to another mapping: its next touch is
 /// a re-fault, counted apart from first touches.
@@ -38,13 +38,13 @@ impl Hasher for VpnHasher {
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<VpnHasher>>;
 
-/// The page table of one address space (one process; its [`Pid`] is its ASID).
+/// The page table of one address space (one process; its [`Asid`] is its ASID).
 ///
 /// Lookups go through a one-entry cache of the last translated page before the hash
 /// map, because consecutive references of a trace mostly stay on one page.
 #[derive(Debug, Clone)]
 pub struct AddressSpace {
-    pid: Pid,
+    asid: Asid,
     table: FastMap<Vpn, Pfn>,
     resident: usize,
     /// The last successful translation, `(vpn, pfn)`; `pfn == EVICTED` when empty.
@@ -52,9 +52,9 @@ pub struct AddressSpace {
 }
 
 impl AddressSpace {
-    pub(crate) fn new(pid: Pid) -> Self {
+    pub(crate) fn new(asid: Asid) -> Self {
         AddressSpace {
-            pid,
+            asid,
             table: FastMap::default(),
             resident: 0,
             last: Cell::new((0, EVICTED)),
@@ -62,8 +62,8 @@ impl AddressSpace {
     }
 
     /// The process (and ASID) this address space belongs to.
-    pub fn pid(&self) -> Pid {
-        self.pid
+    pub fn asid(&self) -> Asid {
+        self.asid
     }
 
     /// The frame page `vpn` is mapped to, or `None` if it is not resident (never touched,

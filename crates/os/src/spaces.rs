@@ -1,22 +1,22 @@
-//! The live address spaces, found by pid with a one-entry cache.
+//! The live address spaces, found by asid with a one-entry cache.
 
 use std::cell::Cell;
 
-use crate::Pid;
+use crate::Asid;
 use crate::page_table::{AddressSpace, FastMap};
 
 const NONE: u32 = u32::MAX;
 
-/// Address spaces in dense slots, indexed by pid through a hash map, with the last pid
+/// Address spaces in dense slots, indexed by asid through a hash map, with the last asid
 /// looked up cached: a trace switches process only every many thousand references, so
 /// most lookups skip the hash.
 #[derive(Debug, Default)]
 pub(crate) struct Spaces {
     slots: Vec<Option<AddressSpace>>,
-    index: FastMap<Pid, u32>,
+    index: FastMap<Asid, u32>,
     free: Vec<u32>,
-    /// `(pid, slot)` of the last lookup; slot `NONE` when empty.
-    last: Cell<(Pid, u32)>,
+    /// `(asid, slot)` of the last lookup; slot `NONE` when empty.
+    last: Cell<(Asid, u32)>,
 }
 
 impl Spaces {
@@ -28,30 +28,30 @@ impl Spaces {
     }
 
     #[inline]
-    fn slot(&self, pid: Pid) -> Option<usize> {
+    fn slot(&self, asid: Asid) -> Option<usize> {
         let (last_pid, slot) = self.last.get();
-        if last_pid == pid && slot != NONE {
+        if last_pid == asid && slot != NONE {
             return Some(slot as usize);
         }
-        let slot = *self.index.get(&pid)?;
-        self.last.set((pid, slot));
+        let slot = *self.index.get(&asid)?;
+        self.last.set((asid, slot));
         Some(slot as usize)
     }
 
     #[inline]
-    pub(crate) fn get(&self, pid: Pid) -> Option<&AddressSpace> {
-        self.slots[self.slot(pid)?].as_ref()
+    pub(crate) fn get(&self, asid: Asid) -> Option<&AddressSpace> {
+        self.slots[self.slot(asid)?].as_ref()
     }
 
     #[inline]
-    pub(crate) fn get_mut(&mut self, pid: Pid) -> Option<&mut AddressSpace> {
-        let slot = self.slot(pid)?;
+    pub(crate) fn get_mut(&mut self, asid: Asid) -> Option<&mut AddressSpace> {
+        let slot = self.slot(asid)?;
         self.slots[slot].as_mut()
     }
 
     #[inline]
-    pub(crate) fn get_or_create(&mut self, pid: Pid) -> &mut AddressSpace {
-        let slot = match self.slot(pid) {
+    pub(crate) fn get_or_create(&mut self, asid: Asid) -> &mut AddressSpace {
+        let slot = match self.slot(asid) {
             Some(s) => s,
             None => {
                 let s = match self.free.pop() {
@@ -61,18 +61,18 @@ impl Spaces {
                         (self.slots.len() - 1) as u32
                     }
                 };
-                self.slots[s as usize] = Some(AddressSpace::new(pid));
-                self.index.insert(pid, s);
-                self.last.set((pid, s));
+                self.slots[s as usize] = Some(AddressSpace::new(asid));
+                self.index.insert(asid, s);
+                self.last.set((asid, s));
                 s as usize
             }
         };
         self.slots[slot].as_mut().expect("indexed slot is live")
     }
 
-    pub(crate) fn remove(&mut self, pid: Pid) -> Option<AddressSpace> {
-        let slot = self.index.remove(&pid)?;
-        if self.last.get().0 == pid {
+    pub(crate) fn remove(&mut self, asid: Asid) -> Option<AddressSpace> {
+        let slot = self.index.remove(&asid)?;
+        if self.last.get().0 == asid {
             self.last.set((0, NONE));
         }
         self.free.push(slot);

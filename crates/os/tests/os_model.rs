@@ -21,13 +21,13 @@ fn invariants_hold_under_every_policy() {
         let mut os = small_os(kind, 64, 9, 5);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
         for step in 0..3000 {
-            let pid = rng.gen_range(1..5);
+            let asid = rng.gen_range(1..5);
             if step % 97 == 96 {
-                os.exit(pid);
+                os.exit(asid);
             } else {
                 let vpn = rng.gen_range(0..30);
-                let pfn = os.touch(pid, vpn);
-                assert_eq!(os.translate(pid, vpn), Some(pfn), "{kind}");
+                let pfn = os.touch(asid, vpn);
+                assert_eq!(os.translate(asid, vpn), Some(pfn), "{kind}");
                 assert_eq!(
                     os.memory().lru_order()[0],
                     pfn,
@@ -177,12 +177,12 @@ fn bin_hopping_maps_successive_bins_per_process() {
         seed: 6,
     };
     let mut os = Os::new(config, PolicyKind::BinHopping.build(geometry, 6)).unwrap();
-    for pid in [1, 2] {
+    for asid in [1, 2] {
         let bins: Vec<u32> = (0..12)
-            .map(|v| geometry.bin_of(os.touch(pid, v * 1000)))
+            .map(|v| geometry.bin_of(os.touch(asid, v * 1000)))
             .collect();
         for w in bins.windows(2) {
-            assert_eq!(w[1], (w[0] + 1) % 8, "pid {pid}: {bins:?}");
+            assert_eq!(w[1], (w[0] + 1) % 8, "asid {asid}: {bins:?}");
         }
     }
 }
@@ -199,7 +199,7 @@ fn pid_hashed_coloring_offsets_processes() {
     let mut os = Os::new(config, PolicyKind::ColoringPidHash.build(geometry, 0)).unwrap();
     // The same virtual page (a stack page, say) of different processes.
     let bins: std::collections::HashSet<u32> = (1..=8)
-        .map(|pid| geometry.bin_of(os.touch(pid, 0x7fff)))
+        .map(|asid| geometry.bin_of(os.touch(asid, 0x7fff)))
         .collect();
     assert!(
         bins.len() >= 6,

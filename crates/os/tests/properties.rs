@@ -18,10 +18,10 @@ fn geometry(bins: u32, assoc: u32) -> CacheGeometry {
     .unwrap()
 }
 
-/// A workload: `(pid, vpn, exit)` in order; with `exit` set the process exits instead.
-fn workload() -> impl Strategy<Value = Vec<(u32, u64, bool)>> {
+/// A workload: `(asid, vpn, exit)` in order; with `exit` set the process exits instead.
+fn workload() -> impl Strategy<Value = Vec<(u16, u64, bool)>> {
     // Three processes, working sets of 48 pages, rare exits.
-    prop::collection::vec((1u32..4, 0u64..48, prop::bool::weighted(0.01)), 1..300)
+    prop::collection::vec((1u16..4, 0u64..48, prop::bool::weighted(0.01)), 1..300)
 }
 
 struct Run {
@@ -36,7 +36,7 @@ fn run(
     frames: u32,
     pool: u32,
     seed: u64,
-    ops: &[(u32, u64, bool)],
+    ops: &[(u16, u64, bool)],
 ) -> Run {
     let config = OsConfig {
         frames,
@@ -46,12 +46,12 @@ fn run(
     };
     let mut os = Os::new(config, kind.build(geometry(bins, 1), seed ^ 0x5eed)).unwrap();
     let mut bin_ran_dry = false;
-    for &(pid, vpn, exit) in ops {
+    for &(asid, vpn, exit) in ops {
         if exit {
-            os.exit(pid);
+            os.exit(asid);
             continue;
         }
-        if os.translate(pid, vpn).is_none() {
+        if os.translate(asid, vpn).is_none() {
             let pool = os.memory().pool();
             // The policy's pool is indexed by its bins; the random policy's by one bin,
             // so look at the frames themselves.
@@ -61,7 +61,7 @@ fn run(
             }
             bin_ran_dry |= seen.contains(&false);
         }
-        os.touch(pid, vpn);
+        os.touch(asid, vpn);
     }
     Run { os, bin_ran_dry }
 }
@@ -147,7 +147,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let bins = 1u32 << log_bins;
-        let ops: Vec<_> = pages.iter().map(|&v| (1u32, v, false)).collect();
+        let ops: Vec<_> = pages.iter().map(|&v| (1u16, v, false)).collect();
         let seq = run(PolicyKind::Sequential, bins, 512, pool, seed, &ops);
         let rnd = run(PolicyKind::Random, bins, 512, pool, seed, &ops);
         prop_assert_eq!(seq.os.counters().evictions, 0);
@@ -165,8 +165,8 @@ proptest! {
     fn os_invariants_hold(ops in workload(), kind in prop::sample::select(PolicyKind::ALL.to_vec()), seed in any::<u64>()) {
         let config = OsConfig { frames: 40, pool_frames: 6, page_size: PAGE, seed };
         let mut os = Os::new(config, kind.build(geometry(8, 1), seed)).unwrap();
-        for &(pid, vpn, exit) in &ops {
-            if exit { os.exit(pid); } else { os.touch(pid, vpn); }
+        for &(asid, vpn, exit) in &ops {
+            if exit { os.exit(asid); } else { os.touch(asid, vpn); }
             prop_assert!(os.check().is_ok(), "{:?}", os.check());
         }
     }
@@ -181,7 +181,7 @@ fn sequential_beats_random_in_expectation_with_many_processes() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(77);
     let (mut seq_total, mut rnd_total) = (0u64, 0u64);
     for seed in 0..200u64 {
-        let ops: Vec<(u32, u64, bool)> = (0..400)
+        let ops: Vec<(u16, u64, bool)> = (0..400)
             .map(|_| {
                 use rand::Rng;
                 (

@@ -13,6 +13,11 @@
 
 use thiserror::Error;
 
+mod page;
+mod size;
+pub use page::{Asid, BadPageSize, PageSize};
+pub use size::parse_size;
+
 /// A byte address in a substrate's space.
 pub type Addr = u64;
 

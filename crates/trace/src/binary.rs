@@ -1,6 +1,6 @@
 //! pmlab's binary trace format (version 1), laid out in `crates/trace/FORMAT.md`:
 //! a 16-byte header (`PMLTRACE`, version u16, record length u16, flags u32), then
-//! 16-byte little-endian records (addr u64, size u32, pid u16, kind u8, reserved u8).
+//! 16-byte little-endian records (addr u64, size u32, asid u16, kind u8, reserved u8).
 //!
 //! Fixed-size records keep decoding to a few loads per reference, which is what lets a
 //! simulator consume well over 100 million references a second.
@@ -39,12 +39,12 @@ fn encode(r: &Ref) -> [u8; BINARY_RECORD_LEN] {
     let mut b = [0u8; BINARY_RECORD_LEN];
     b[..8].copy_from_slice(&r.addr.to_le_bytes());
     b[8..12].copy_from_slice(&r.size.to_le_bytes());
-    b[12..14].copy_from_slice(&r.pid.to_le_bytes());
+    b[12..14].copy_from_slice(&r.asid.to_le_bytes());
     b[14] = r.kind as u8;
     b
 }
 
-/// The second half of a record (size, pid, kind, reserved) as one little-endian word.
+/// The second half of a record (size, asid, kind, reserved) as one little-endian word.
 #[inline(always)]
 fn tail_word(rec: &[u8; BINARY_RECORD_LEN]) -> u64 {
     u64::from_le_bytes([
@@ -74,7 +74,7 @@ fn decode(rec: &[u8; BINARY_RECORD_LEN]) -> Ref {
             rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], rec[7],
         ]),
         size: u32::from_le_bytes([rec[8], rec[9], rec[10], rec[11]]),
-        pid: u16::from_le_bytes([rec[12], rec[13]]),
+        asid: u16::from_le_bytes([rec[12], rec[13]]),
         kind,
     }
 }
@@ -354,19 +354,19 @@ mod tests {
                 addr: 0x1234_5678_9abc,
                 size: 8,
                 kind: Kind::Read,
-                pid: 3,
+                asid: 3,
             },
             Ref {
                 addr: u64::MAX,
                 size: u32::MAX,
                 kind: Kind::Misc,
-                pid: u16::MAX,
+                asid: u16::MAX,
             },
             Ref {
                 addr: 0,
                 size: 1,
                 kind: Kind::Instr,
-                pid: 0,
+                asid: 0,
             },
         ]
     }

@@ -153,7 +153,7 @@ fn parse_extended(buf: &[u8], pos: &mut usize) -> Result<Ref, FieldError> {
         addr,
         size,
         kind,
-        pid: 0,
+        asid: 0,
     })
 }
 
@@ -186,7 +186,7 @@ fn parse_traditional(buf: &[u8], pos: &mut usize) -> Result<Ref, FieldError> {
         addr: addr & !3,
         size: 4,
         kind,
-        pid: 0,
+        asid: 0,
     })
 }
 
@@ -267,25 +267,25 @@ mod tests {
                     addr: 0x4936970,
                     size: 2,
                     kind: Kind::Instr,
-                    pid: 0
+                    asid: 0
                 },
                 Ref {
                     addr: 0x1ffefff158,
                     size: 8,
                     kind: Kind::Read,
-                    pid: 0
+                    asid: 0
                 },
                 Ref {
                     addr: 0x10,
                     size: 4,
                     kind: Kind::Write,
-                    pid: 0
+                    asid: 0
                 },
                 Ref {
                     addr: 0x20,
                     size: 1,
                     kind: Kind::Misc,
-                    pid: 0
+                    asid: 0
                 },
             ]
         );
@@ -389,7 +389,7 @@ mod tests {
                 addr: 0x1000,
                 size: 4,
                 kind: Kind::Read,
-                pid: 0
+                asid: 0
             }
         );
         assert_eq!(refs[1].kind, Kind::Write);
@@ -399,7 +399,7 @@ mod tests {
                 addr: 4,
                 size: 4,
                 kind: Kind::Instr,
-                pid: 0
+                asid: 0
             }
         );
         assert_eq!(refs[3].kind, Kind::Misc);
@@ -417,13 +417,13 @@ mod tests {
                 addr: 0,
                 size: 1,
                 kind: Kind::Read,
-                pid: 0,
+                asid: 0,
             },
             Ref {
                 addr: u64::MAX,
                 size: u32::MAX,
                 kind: Kind::Misc,
-                pid: 0,
+                asid: 0,
             },
         ];
         let mut w = DinWriter::new(Vec::new());

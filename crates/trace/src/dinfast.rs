@@ -64,7 +64,7 @@ pub(crate) fn parse_common_line(buf: &[u8], pos: &mut usize) -> Option<Ref> {
         // At most 8 hex digits.
         size: size as u32,
         kind,
-        pid: 0,
+        asid: 0,
     })
 }
 
@@ -111,7 +111,7 @@ mod tests {
                 addr: 0x10f78d,
                 size: 5,
                 kind: Kind::Instr,
-                pid: 0
+                asid: 0
             }
         );
         assert_eq!(next, 11);

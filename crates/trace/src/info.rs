@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
-use crate::{DEFAULT_BATCH, Kind, Ref, RefSource, TraceError};
+use crate::{Asid, DEFAULT_BATCH, Kind, Ref, RefSource, TraceError};
 
 /// Page size used for the footprint.
 pub const FOOTPRINT_PAGE: u64 = 4096;
@@ -17,7 +17,7 @@ pub struct TraceInfo {
     /// References by [`Kind`], indexed by its din code.
     pub by_kind: [u64; 4],
     /// References by process id.
-    pub by_pid: BTreeMap<u16, u64>,
+    pub by_asid: BTreeMap<u16, u64>,
     /// Lowest byte address referenced (`u64::MAX` when empty).
     pub min_addr: u64,
     /// Highest byte address referenced (last byte of the widest reference).
@@ -54,13 +54,13 @@ impl TraceInfo {
         for r in refs {
             self.refs += 1;
             self.by_kind[r.kind as usize] += 1;
-            *self.by_pid.entry(r.pid).or_insert(0) += 1;
+            *self.by_asid.entry(r.asid).or_insert(0) += 1;
             let last = r.addr.saturating_add(r.size.max(1) as u64 - 1);
             self.min_addr = self.min_addr.min(r.addr);
             self.max_addr = self.max_addr.max(last);
             self.bytes += r.size as u64;
             for page in r.addr / FOOTPRINT_PAGE..=last / FOOTPRINT_PAGE {
-                let key = (r.pid, page);
+                let key = (r.asid, page);
                 if self.last_page != Some(key) {
                     self.pages.insert(key);
                     self.last_page = Some(key);
@@ -79,9 +79,9 @@ impl TraceInfo {
         self.pages.len() as u64
     }
 
-    /// Distinct pages touched by process `pid`.
-    pub fn pages_of(&self, pid: u16) -> u64 {
-        self.pages.iter().filter(|(p, _)| *p == pid).count() as u64
+    /// Distinct pages touched by process `asid`.
+    pub fn pages_of(&self, asid: Asid) -> u64 {
+        self.pages.iter().filter(|(p, _)| *p == asid).count() as u64
     }
 
     /// Footprint in bytes: distinct pages times 4 KiB.
@@ -102,13 +102,13 @@ impl fmt::Display for TraceInfo {
             };
             writeln!(f, "  {:<12} {n} ({pct:.1}%)", kind.name())?;
         }
-        writeln!(f, "processes      {}", self.by_pid.len())?;
-        for (&pid, &n) in &self.by_pid {
+        writeln!(f, "processes      {}", self.by_asid.len())?;
+        for (&asid, &n) in &self.by_asid {
             writeln!(
                 f,
-                "  pid {pid:<8} {n} refs, {} pages ({} KiB)",
-                self.pages_of(pid),
-                self.pages_of(pid) * FOOTPRINT_PAGE / 1024
+                "  asid {asid:<8} {n} refs, {} pages ({} KiB)",
+                self.pages_of(asid),
+                self.pages_of(asid) * FOOTPRINT_PAGE / 1024
             )?;
         }
         if self.refs > 0 {
@@ -140,19 +140,19 @@ mod tests {
                 addr: 0x1000,
                 size: 4,
                 kind: Kind::Read,
-                pid: 0,
+                asid: 0,
             },
             Ref {
                 addr: 0x1ffe,
                 size: 4,
                 kind: Kind::Write,
-                pid: 0,
+                asid: 0,
             }, // spans two pages
             Ref {
                 addr: 0x1000,
                 size: 4,
                 kind: Kind::Instr,
-                pid: 1,
+                asid: 1,
             }, // another address space
         ]);
         assert_eq!(info.refs, 3);

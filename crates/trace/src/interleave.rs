@@ -12,7 +12,7 @@
 //! others continue, and the end is reported ([`Interleave::ended`]) so an OS model can
 //! free the process's frames at that point.
 
-use crate::{DEFAULT_BATCH, Kind, Ref, RefSource, TraceError};
+use crate::{Asid, DEFAULT_BATCH, Kind, Ref, RefSource, TraceError};
 
 /// What a quantum counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub enum SwitchUnit {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessEnd {
     /// The process that ended.
-    pub pid: u16,
+    pub asid: Asid,
     /// How many references the interleaver had produced (over all processes) when it
     /// ended: its last reference is at index `at_ref - 1` of the merged trace.
     pub at_ref: u64,
@@ -40,7 +40,7 @@ pub struct ProcessEnd {
 
 /// One process in the rotation.
 struct Process {
-    pid: u16,
+    asid: Asid,
     source: Box<dyn RefSource + Send>,
     pending: Vec<Ref>,
     next: usize,
@@ -84,11 +84,11 @@ impl Interleave {
         }
     }
 
-    /// Adds a process with id `pid` whose references come from `source` (their own pid
+    /// Adds a process with id `asid` whose references come from `source` (their own asid
     /// fields are replaced). Processes run in the order they were added.
-    pub fn add(&mut self, pid: u16, source: Box<dyn RefSource + Send>) -> &mut Self {
+    pub fn add(&mut self, asid: Asid, source: Box<dyn RefSource + Send>) -> &mut Self {
         self.live.push(Process {
-            pid,
+            asid,
             source,
             pending: Vec::with_capacity(DEFAULT_BATCH),
             next: 0,
@@ -115,7 +115,7 @@ impl Interleave {
 
     /// Process ids still running.
     pub fn live_pids(&self) -> Vec<u16> {
-        self.live.iter().map(|p| p.pid).collect()
+        self.live.iter().map(|p| p.asid).collect()
     }
 
     fn switch_to_next(&mut self) {
@@ -142,7 +142,7 @@ impl RefSource for Interleave {
                 if p.source.next_batch(&mut p.pending)? == 0 {
                     let p = self.live.remove(self.current);
                     self.ended.push(ProcessEnd {
-                        pid: p.pid,
+                        asid: p.asid,
                         at_ref: self.produced,
                         refs: p.refs,
                         instructions: p.instructions,
@@ -172,7 +172,7 @@ impl RefSource for Interleave {
                     self.used += 1;
                 }
                 p.instructions += (r.kind == Kind::Instr) as u64;
-                out.push(Ref { pid: p.pid, ..*r });
+                out.push(Ref { asid: p.asid, ..*r });
             }
             let taken = out.len() - start;
             p.next += taken;
@@ -197,7 +197,7 @@ mod tests {
                 addr: base + i,
                 size: 4,
                 kind: Kind::Instr,
-                pid: 0,
+                asid: 0,
             })
             .collect()
     }
@@ -208,7 +208,7 @@ mod tests {
         il.add(7, Box::new(VecSource::new(instrs(3, 0))));
         il.add(9, Box::new(VecSource::new(instrs(6, 100))));
         let refs = read_all(&mut il).unwrap();
-        let order: Vec<(u16, u64)> = refs.iter().map(|r| (r.pid, r.addr)).collect();
+        let order: Vec<(u16, u64)> = refs.iter().map(|r| (r.asid, r.addr)).collect();
         assert_eq!(
             order,
             vec![
@@ -226,13 +226,13 @@ mod tests {
         assert_eq!(
             il.ended()[0],
             ProcessEnd {
-                pid: 7,
+                asid: 7,
                 at_ref: 5,
                 refs: 3,
                 instructions: 3
             }
         );
-        assert_eq!(il.ended()[1].pid, 9);
+        assert_eq!(il.ended()[1].asid, 9);
         assert_eq!(il.ended()[1].at_ref, 9);
     }
 
@@ -243,26 +243,26 @@ mod tests {
                 addr: 0,
                 size: 4,
                 kind: Kind::Instr,
-                pid: 0,
+                asid: 0,
             },
             Ref {
                 addr: 1,
                 size: 4,
                 kind: Kind::Read,
-                pid: 0,
+                asid: 0,
             },
             Ref {
                 addr: 2,
                 size: 4,
                 kind: Kind::Instr,
-                pid: 0,
+                asid: 0,
             },
         ];
         let mut il = Interleave::new(1, SwitchUnit::Instructions);
         il.add(1, Box::new(VecSource::new(a)));
         il.add(2, Box::new(VecSource::new(instrs(1, 50))));
         let refs = read_all(&mut il).unwrap();
-        let order: Vec<(u16, u64)> = refs.iter().map(|r| (r.pid, r.addr)).collect();
+        let order: Vec<(u16, u64)> = refs.iter().map(|r| (r.asid, r.addr)).collect();
         assert_eq!(order, vec![(1, 0), (1, 1), (2, 50), (1, 2)]);
     }
 }

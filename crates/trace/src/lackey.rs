@@ -4,7 +4,7 @@
 //! ` L ADDR,SIZE`, ` S ADDR,SIZE`, ` M ADDR,SIZE` for a data load, store and modify,
 //! the address in hex and the size in decimal. A modify is a read followed by a write
 //! of the same bytes, and is returned as those two references. valgrind's own lines
-//! (`==PID== ...` banners, `--PID-- ...` warnings) and empty lines are skipped.
+//! (`==ASID== ...` banners, `--ASID-- ...` warnings) and empty lines are skipped.
 
 use std::io::Read;
 
@@ -117,7 +117,7 @@ fn parse_line(buf: &[u8], pos: &mut usize) -> Result<Line, (&'static str, String
         addr,
         size,
         kind,
-        pid: 0,
+        asid: 0,
     };
     Ok(if modify {
         Line::Modify(r)
@@ -142,31 +142,31 @@ mod tests {
                     addr: 0x4001090,
                     size: 3,
                     kind: Kind::Instr,
-                    pid: 0
+                    asid: 0
                 },
                 Ref {
                     addr: 0x1ffefffe88,
                     size: 8,
                     kind: Kind::Read,
-                    pid: 0
+                    asid: 0
                 },
                 Ref {
                     addr: 0x4a2c000,
                     size: 4,
                     kind: Kind::Write,
-                    pid: 0
+                    asid: 0
                 },
                 Ref {
                     addr: 0x421e4a8,
                     size: 16,
                     kind: Kind::Read,
-                    pid: 0
+                    asid: 0
                 },
                 Ref {
                     addr: 0x421e4a8,
                     size: 16,
                     kind: Kind::Write,
-                    pid: 0
+                    asid: 0
                 },
             ]
         );

@@ -16,7 +16,7 @@
 //! The exact grammar of each, and the binary layout, are in `crates/trace/FORMAT.md`
 //! (also rendered as the [`formats`] module). In brief, the binary format is a 16-byte
 //! header (`PMLTRACE`, version u16 = 1, record length u16 = 16, flags u32 = 0) and then
-//! 16-byte little-endian records: addr u64, size u32, pid u16, kind u8 (din code),
+//! 16-byte little-endian records: addr u64, size u32, asid u16, kind u8 (din code),
 //! reserved u8 = 0.
 //! Any input may be xz- or zstd-compressed; compression and the binary format are
 //! recognised by their magic bytes, the text formats by the shape of their first line
@@ -32,6 +32,8 @@
 pub mod formats {
     #![doc = include_str!("../FORMAT.md")]
 }
+
+pub use pmlab_spine::Asid;
 
 mod binary;
 mod detect;
@@ -115,7 +117,7 @@ impl Kind {
 /// One memory reference.
 ///
 /// Laid out as a record of the binary format (`#[repr(C)]`, fields in record order:
-/// addr at 0, size at 8, pid at 12, kind at 14, one byte of padding), so that on a
+/// addr at 0, size at 8, asid at 12, kind at 14, one byte of padding), so that on a
 /// little-endian machine validated records of a mapped trace are read in place
 /// ([`MappedBinaryReader`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -126,7 +128,7 @@ pub struct Ref {
     /// Size in bytes (at least 1).
     pub size: u32,
     /// The process (address space) that issued it; 0 for single-process traces.
-    pub pid: u16,
+    pub asid: Asid,
     /// What the reference does.
     pub kind: Kind,
 }

@@ -109,7 +109,7 @@ const _: () = {
     assert!(align_of::<Ref>() == 8);
     assert!(offset_of!(Ref, addr) == 0);
     assert!(offset_of!(Ref, size) == 8);
-    assert!(offset_of!(Ref, pid) == 12);
+    assert!(offset_of!(Ref, asid) == 12);
     assert!(offset_of!(Ref, kind) == 14);
 };
 
@@ -148,7 +148,7 @@ mod tests {
                 addr: i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
                 size: 1 + (i % 64) as u32,
                 kind: Kind::ALL[(i % 4) as usize],
-                pid: (i % 3) as u16,
+                asid: (i % 3) as u16,
             })
             .collect()
     }

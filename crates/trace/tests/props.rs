@@ -20,11 +20,11 @@ fn kind() -> impl Strategy<Value = Kind> {
 }
 
 fn reference(with_pid: bool) -> impl Strategy<Value = Ref> {
-    (any::<u64>(), 1u32.., kind(), any::<u16>()).prop_map(move |(addr, size, kind, pid)| Ref {
+    (any::<u64>(), 1u32.., kind(), any::<u16>()).prop_map(move |(addr, size, kind, asid)| Ref {
         addr,
         size,
         kind,
-        pid: if with_pid { pid } else { 0 },
+        asid: if with_pid { asid } else { 0 },
     })
 }
 
@@ -123,7 +123,7 @@ proptest! {
     ) {
         // Each process's references carry (process, sequence) in the address.
         let traces: Vec<Vec<Ref>> = procs.iter().enumerate().map(|(p, kinds)| {
-            kinds.iter().enumerate().map(|(i, &kind)| Ref { addr: ((p as u64) << 32) | i as u64, size: 1, kind, pid: 999 }).collect()
+            kinds.iter().enumerate().map(|(i, &kind)| Ref { addr: ((p as u64) << 32) | i as u64, size: 1, kind, asid: 999 }).collect()
         }).collect();
         let mut il = Interleave::new(quantum, SwitchUnit::Instructions);
         for (p, t) in traces.iter().enumerate() {
@@ -131,9 +131,9 @@ proptest! {
         }
         let merged = drain(&mut il, 13).unwrap();
         prop_assert_eq!(merged.len(), traces.iter().map(Vec::len).sum::<usize>());
-        // Order within each process is preserved and pids are stamped.
+        // Order within each process is preserved and asids are stamped.
         for (p, t) in traces.iter().enumerate() {
-            let mine: Vec<u64> = merged.iter().filter(|r| r.pid == 10 + p as u16).map(|r| r.addr).collect();
+            let mine: Vec<u64> = merged.iter().filter(|r| r.asid == 10 + p as u16).map(|r| r.addr).collect();
             let want: Vec<u64> = t.iter().map(|r| r.addr).collect();
             prop_assert_eq!(mine, want);
         }
@@ -143,23 +143,23 @@ proptest! {
         for r in &merged {
             let instr = (r.kind == Kind::Instr) as u64;
             match runs.last_mut() {
-                Some((pid, n)) if *pid == r.pid => *n += instr,
-                _ => runs.push((r.pid, instr)),
+                Some((asid, n)) if *asid == r.asid => *n += instr,
+                _ => runs.push((r.asid, instr)),
             }
         }
-        for (i, &(pid, n)) in runs.iter().enumerate() {
-            let last_of_pid = !runs[i + 1..].iter().any(|&(p, _)| p == pid);
+        for (i, &(asid, n)) in runs.iter().enumerate() {
+            let last_of_pid = !runs[i + 1..].iter().any(|&(p, _)| p == asid);
             if !last_of_pid {
-                prop_assert_eq!(n, quantum, "run {} of pid {}", i, pid);
+                prop_assert_eq!(n, quantum, "run {} of asid {}", i, asid);
             } else {
                 prop_assert!(n <= quantum || runs[i + 1..].is_empty());
             }
         }
         // Ends are reported at the position just after each process's last reference.
         for end in il.ended() {
-            let last = merged.iter().rposition(|r| r.pid == end.pid).map_or(0, |i| i as u64 + 1);
+            let last = merged.iter().rposition(|r| r.asid == end.asid).map_or(0, |i| i as u64 + 1);
             prop_assert!(end.at_ref >= last);
-            prop_assert!(merged[last as usize..end.at_ref as usize].iter().all(|r| r.pid != end.pid));
+            prop_assert!(merged[last as usize..end.at_ref as usize].iter().all(|r| r.asid != end.asid));
         }
         prop_assert_eq!(il.ended().len(), procs.len());
     }
@@ -173,7 +173,7 @@ fn compressed_files_round_trip_through_detection() {
             addr: i * 64,
             size: 8,
             kind: Kind::ALL[(i % 4) as usize],
-            pid: (i % 3) as u16,
+            asid: (i % 3) as u16,
         })
         .collect();
     for (name, format) in [
@@ -192,7 +192,7 @@ fn compressed_files_round_trip_through_detection() {
         let want: Vec<Ref> = if format == Format::Binary {
             refs.clone()
         } else {
-            refs.iter().map(|r| Ref { pid: 0, ..*r }).collect()
+            refs.iter().map(|r| Ref { asid: 0, ..*r }).collect()
         };
         assert_eq!(got, want, "{name}");
     }

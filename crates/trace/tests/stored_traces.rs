@@ -25,7 +25,7 @@ fn each_stored_trace_matches_its_readme() {
         let info = TraceInfo::gather(&mut open_trace(&path(name), None).unwrap()).unwrap();
         assert_eq!(info.refs, 5_000_000, "{name}");
         assert_eq!(info.pages(), pages, "{name}");
-        assert_eq!(info.by_pid.len(), 1, "{name}");
+        assert_eq!(info.by_asid.len(), 1, "{name}");
         assert!(info.count(Kind::Instr) > info.refs / 2, "{name}");
     }
 }
@@ -33,12 +33,12 @@ fn each_stored_trace_matches_its_readme() {
 #[test]
 fn interleaving_the_set_keeps_every_reference() {
     let mut mult = Interleave::new(Interleave::MULT2_2, SwitchUnit::Instructions);
-    for (pid, (name, _)) in TRACES.iter().enumerate() {
-        mult.add(pid as u16, open_trace(&path(name), None).unwrap());
+    for (asid, (name, _)) in TRACES.iter().enumerate() {
+        mult.add(asid as u16, open_trace(&path(name), None).unwrap());
     }
     let info = TraceInfo::gather(&mut mult).unwrap();
     assert_eq!(info.refs, 30_000_000);
-    assert_eq!(info.by_pid.len(), 6);
+    assert_eq!(info.by_asid.len(), 6);
     assert_eq!(info.pages(), TRACES.iter().map(|t| t.1).sum::<u64>());
     assert_eq!(mult.ended().len(), 6);
     assert!(mult.switches() > 6 * 3_300_000 / Interleave::MULT2_2 - 6);

@@ -27,7 +27,7 @@ fn synthetic(n: usize) -> Vec<Ref> {
                 addr,
                 size: 1 << (state >> 61 & 3),
                 kind,
-                pid: 0,
+                asid: 0,
             }
         })
         .collect()

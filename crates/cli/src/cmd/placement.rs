@@ -6,6 +6,7 @@ use clap::Subcommand;
 use pmlab_os::compare::{CompareConfig, run_policy};
 use pmlab_os::figures::{FigureConfig, FigurePoint, MonteCarloSpec, model_figures};
 use pmlab_os::{CacheGeometry, OsConfig, PageSize, PolicyKind};
+use pmlab_spine::parse_size;
 
 /// Arguments of `pmlab placement`.
 #[derive(clap::Args)]
@@ -331,42 +332,5 @@ fn print_tables(a: &ModelArgs, n: u64, points: &[FigurePoint]) {
             a.seed,
             points.len()
         );
-    }
-}
-
-/// A size in bytes: a number with an optional unit K/KiB, M/MiB, G/GiB (powers of 1024).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{s}`: expected a size such as 16KiB, 4MiB or 4096"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        other => {
-            return Err(format!(
-                "`{s}`: unknown unit `{other}` (use KiB, MiB or GiB)"
-            ));
-        }
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("`{s}`: too large"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("16KiB"), Ok(16 << 10));
-        assert_eq!(parse_size("128M"), Ok(128 << 20));
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert!(parse_size("4 parsecs").is_err());
-        assert!(parse_size("MiB").is_err());
     }
 }

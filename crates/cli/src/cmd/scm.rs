@@ -3,9 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use pmlab_native::{
-    CpuPersistFeatures, ReadOnlyRegion, Region, RegionInfo, default_persist_mode, parse_size,
-};
+use pmlab_native::{CpuPersistFeatures, ReadOnlyRegion, Region, RegionInfo, default_persist_mode};
+use pmlab_spine::parse_size;
 
 /// Arguments of `pmlab scm`.
 #[derive(clap::Args)]

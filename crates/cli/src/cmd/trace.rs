@@ -45,7 +45,7 @@ enum TraceCommand {
         from: Option<Format>,
     },
     /// Interleave per-process traces round-robin (Kessler & Hill's multiprogrammed traces);
-    /// process i (from 0) gets pid i unless --pids names them.
+    /// process i (from 0) gets asid i unless --asids names them.
     Interleave {
         /// Quantum: instructions (or references with --unit refs) between switches;
         /// Mult2.2 used 214000, Mult2 134000.
@@ -56,7 +56,7 @@ enum TraceCommand {
         unit: String,
         /// Process ids, comma-separated, one per input.
         #[arg(long, value_delimiter = ',')]
-        pids: Option<Vec<u16>>,
+        asids: Option<Vec<u16>>,
         /// Input traces.
         #[arg(required = true)]
         inputs: Vec<String>,
@@ -127,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         TraceCommand::Interleave {
             switch,
             unit,
-            pids,
+            asids,
             inputs,
             output,
             to,
@@ -141,10 +141,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if switch == 0 {
                 bail!("--switch must be at least 1");
             }
-            let pids = match pids {
+            let asids = match asids {
                 Some(p) if p.len() != inputs.len() => {
                     bail!(
-                        "--pids names {} processes but {} traces were given",
+                        "--asids names {} processes but {} traces were given",
                         p.len(),
                         inputs.len()
                     )
@@ -155,8 +155,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .collect::<anyhow::Result<_>>()?,
             };
             let mut merged = Interleave::new(switch, unit);
-            for (input, &pid) in inputs.iter().zip(&pids) {
-                merged.add(pid, open_trace(input, None)?);
+            for (input, &asid) in inputs.iter().zip(&asids) {
+                merged.add(asid, open_trace(input, None)?);
             }
             let sink =
                 create_trace_writer(&output, to.unwrap_or_else(|| output_format(&output)), level)?;
@@ -167,8 +167,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
             for end in merged.ended() {
                 eprintln!(
-                    "pid {} ended after reference {} ({} refs, {} instructions)",
-                    end.pid, end.at_ref, end.refs, end.instructions
+                    "asid {} ended after reference {} ({} refs, {} instructions)",
+                    end.asid, end.at_ref, end.refs, end.instructions
                 );
             }
             Ok(())

@@ -28,7 +28,7 @@ pub struct PassSpec {
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct SpaceSample {
     /// The process.
-    pub pid: u16,
+    pub asid: u16,
     /// Resident pages.
     pub pages: u64,
     /// Page conflicts C in a 1 MiB direct-mapped cache.
@@ -152,10 +152,10 @@ pub fn run_pass(
 
     let page_mask = page.bytes() - 1;
     let mut spaces = Vec::new();
-    let sample = |os: &Os, pid: u16, spaces: &mut Vec<SpaceSample>| {
-        if let Some(c) = os.conflicts(u32::from(pid), &fig12) {
+    let sample = |os: &Os, asid: u16, spaces: &mut Vec<SpaceSample>| {
+        if let Some(c) = os.conflicts(asid, &fig12) {
             spaces.push(SpaceSample {
-                pid,
+                asid,
                 pages: c.pages,
                 conflicts: c.conflicts,
                 min_conflicts: c.min_conflicts,
@@ -177,7 +177,7 @@ pub fn run_pass(
             let offset = r.addr & page_mask;
             let first = u64::from(r.size).min(page.bytes() - offset) as u32;
             physical.push(Ref {
-                addr: os.access(u32::from(r.pid), r.addr),
+                addr: os.access(r.asid, r.addr),
                 size: first,
                 ..*r
             });
@@ -186,7 +186,7 @@ pub fn run_pass(
                 // page's frame, wherever the mapping put it.
                 let next = r.addr + u64::from(first);
                 physical.push(Ref {
-                    addr: os.access(u32::from(r.pid), next),
+                    addr: os.access(r.asid, next),
                     size: r.size - first,
                     ..*r
                 });
@@ -196,12 +196,12 @@ pub fn run_pass(
         caches.run(&physical);
         at = stop;
         while let Some(e) = ends.next_if(|e| e.at_ref as usize <= at) {
-            sample(&os, e.pid, &mut spaces);
-            os.exit(u32::from(e.pid));
+            sample(&os, e.asid, &mut spaces);
+            os.exit(e.asid);
         }
     }
-    for pid in 1..=workload.programs.len() as u16 {
-        sample(&os, pid, &mut spaces);
+    for asid in 1..=workload.programs.len() as u16 {
+        sample(&os, asid, &mut spaces);
     }
     let l2_misses = l2s
         .iter()

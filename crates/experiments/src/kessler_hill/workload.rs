@@ -37,7 +37,7 @@ pub enum WorkloadError {
 
 /// The merged trace and where each process ended.
 pub struct Workload {
-    /// The programs, in process-id order (pid = index + 1).
+    /// The programs, in process-id order (asid = index + 1).
     pub programs: Vec<Program>,
     /// All references, interleaved, with process ids.
     pub refs: Vec<Ref>,
@@ -85,8 +85,8 @@ impl Workload {
     pub fn build(programs: Vec<Program>, switch_interval: u64) -> Result<Self, WorkloadError> {
         let mut mix = Interleave::new(switch_interval, SwitchUnit::Instructions);
         for (i, p) in programs.iter().enumerate() {
-            let pid = u16::try_from(i + 1).expect("fewer than 65535 programs");
-            mix.add(pid, open_trace(&p.path.to_string_lossy(), None)?);
+            let asid = u16::try_from(i + 1).expect("fewer than 65535 programs");
+            mix.add(asid, open_trace(&p.path.to_string_lossy(), None)?);
         }
         let mut refs = Vec::new();
         let mut batch = Vec::with_capacity(1 << 16);

@@ -3,6 +3,7 @@
 
 mod persistence;
 
+use pmlab_spine::Asid;
 use pmlab_spine::{Addr, FlushKind, LINE, Memory, PersistCounters, SpineError, check_bounds};
 use pmlab_trace::Kind;
 use rand::SeedableRng;
@@ -70,7 +71,7 @@ pub struct Machine {
     read_cycles: u64,
     write_cycles: u64,
     page_shift: u32,
-    asid: u16,
+    asid: Asid,
     tlb: Option<Tlb>,
     pages: Box<dyn PageTables>,
     caches: Box<dyn CacheLevels>,
@@ -234,7 +235,7 @@ impl Machine {
     }
 
     /// Switches to address space `asid`; an untagged TLB is flushed.
-    pub fn switch_space(&mut self, asid: u16) {
+    pub fn switch_space(&mut self, asid: Asid) {
         if asid != self.asid {
             self.asid = asid;
             if let Some(t) = &mut self.tlb {
@@ -244,7 +245,7 @@ impl Machine {
     }
 
     /// The current address space.
-    pub fn space(&self) -> u16 {
+    pub fn space(&self) -> Asid {
         self.asid
     }
 

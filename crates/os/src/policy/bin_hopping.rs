@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::PlacementPolicy;
-use crate::{CacheGeometry, Pfn, Pid, Pool, Vpn};
+use crate::{Asid, CacheGeometry, Pfn, Pool, Vpn};
 
 /// Bin Hopping: each address space maps its pages to successive bins. "Bin Hopping can
 /// be implemented by maintaining a bin pointer that is initialized to a random value and
@@ -21,7 +21,7 @@ use crate::{CacheGeometry, Pfn, Pid, Pool, Vpn};
 pub struct BinHopping {
     bins: u32,
     rng: Xoshiro256PlusPlus,
-    pointers: HashMap<Pid, u32>,
+    pointers: HashMap<Asid, u32>,
 }
 
 impl BinHopping {
@@ -44,12 +44,12 @@ impl PlacementPolicy for BinHopping {
         self.bins
     }
 
-    fn choose(&mut self, pid: Pid, _vpn: Vpn, pool: &Pool) -> Pfn {
+    fn choose(&mut self, asid: Asid, _vpn: Vpn, pool: &Pool) -> Pfn {
         let bins = self.bins;
         let rng = &mut self.rng;
         let pointer = self
             .pointers
-            .entry(pid)
+            .entry(asid)
             .or_insert_with(|| rng.gen_range(0..bins));
         let bin = pool
             .next_bin_with_free(*pointer)
@@ -58,7 +58,7 @@ impl PlacementPolicy for BinHopping {
         pool.lru_in_bin(bin).expect("bin has a free frame")
     }
 
-    fn exited(&mut self, pid: Pid) {
-        self.pointers.remove(&pid);
+    fn exited(&mut self, asid: Asid) {
+        self.pointers.remove(&asid);
     }
 }

@@ -1,15 +1,15 @@
 //! The Page Coloring Heuristic (section 3.2.1).
 
 use super::PlacementPolicy;
-use crate::{CacheGeometry, Pfn, Pid, Pool, Vpn};
+use crate::{Asid, CacheGeometry, Pfn, Pool, Vpn};
 
 /// Which bin a page prefers under Page Coloring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColoringMatch {
     /// "an exact match of bin bits between the virtual page and real page frame".
     Exact,
-    /// "a match of bin bits exclusive-ored with a different PID for each address space".
-    /// The bits XORed are a hash of the PID rather than the PID itself, so that
+    /// "a match of bin bits exclusive-ored with a different PID for each address space" (the paper's PID is our [`Asid`]).
+    /// The bits XORed are a hash of the id rather than the id itself, so that
     /// consecutive PIDs get unrelated offsets in every bin count.
     PidHash,
 }
@@ -35,19 +35,19 @@ impl PageColoring {
         }
     }
 
-    /// The bin page `vpn` of `pid` prefers.
-    pub fn preferred_bin(&self, pid: Pid, vpn: Vpn) -> u32 {
+    /// The bin page `vpn` of `asid` prefers.
+    pub fn preferred_bin(&self, asid: Asid, vpn: Vpn) -> u32 {
         let bits = match self.mode {
             ColoringMatch::Exact => vpn,
-            ColoringMatch::PidHash => vpn ^ pid_hash(pid),
+            ColoringMatch::PidHash => vpn ^ pid_hash(asid),
         };
         (bits & u64::from(self.bins - 1)) as u32
     }
 }
 
-/// SplitMix64's finaliser: a fixed, well-mixed 64-bit hash of a PID.
-fn pid_hash(pid: Pid) -> u64 {
-    let mut z = u64::from(pid).wrapping_add(0x9E37_79B9_7F4A_7C15);
+/// SplitMix64's finaliser: a fixed, well-mixed 64-bit hash of an address-space id.
+fn pid_hash(asid: Asid) -> u64 {
+    let mut z = u64::from(asid).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -65,8 +65,8 @@ impl PlacementPolicy for PageColoring {
         self.bins
     }
 
-    fn choose(&mut self, pid: Pid, vpn: Vpn, pool: &Pool) -> Pfn {
-        pool.lru_in_bin(self.preferred_bin(pid, vpn))
+    fn choose(&mut self, asid: Asid, vpn: Vpn, pool: &Pool) -> Pfn {
+        pool.lru_in_bin(self.preferred_bin(asid, vpn))
             .unwrap_or_else(|| pool.oldest())
     }
 }

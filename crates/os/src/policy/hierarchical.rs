@@ -7,7 +7,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::used::UsedBins;
 use super::{BinState, PlacementPolicy, rank};
-use crate::{BinTree, CacheGeometry, Pfn, Pid, Pool, Vpn};
+use crate::{Asid, BinTree, CacheGeometry, Pfn, Pool, Vpn};
 
 /// Chooses a bin by walking the `used` and `free` bin trees from the root to a leaf.
 ///
@@ -79,22 +79,22 @@ impl PlacementPolicy for Hierarchical {
         self.bins
     }
 
-    fn choose(&mut self, pid: Pid, _vpn: Vpn, pool: &Pool) -> Pfn {
-        let bin = traverse(self.used.of(pid), pool.free_tree(), &mut self.rng);
+    fn choose(&mut self, asid: Asid, _vpn: Vpn, pool: &Pool) -> Pfn {
+        let bin = traverse(self.used.of(asid), pool.free_tree(), &mut self.rng);
         pool.lru_in_bin(bin)
             .expect("the walk ends in a bin with a free frame")
     }
 
-    fn mapped(&mut self, pid: Pid, _vpn: Vpn, pfn: Pfn) {
-        self.used.mapped(pid, pfn);
+    fn mapped(&mut self, asid: Asid, _vpn: Vpn, pfn: Pfn) {
+        self.used.mapped(asid, pfn);
     }
 
-    fn unmapped(&mut self, pid: Pid, _vpn: Vpn, pfn: Pfn) {
-        self.used.unmapped(pid, pfn);
+    fn unmapped(&mut self, asid: Asid, _vpn: Vpn, pfn: Pfn) {
+        self.used.unmapped(asid, pfn);
     }
 
-    fn exited(&mut self, pid: Pid) {
-        self.used.exited(pid);
+    fn exited(&mut self, asid: Asid) {
+        self.used.exited(asid);
     }
 }
 

@@ -15,7 +15,7 @@ pub use random::RandomPlacement;
 pub use ranking::{BinState, rank};
 pub use sequential::Sequential;
 
-use crate::{CacheGeometry, Pfn, Pid, Pool, Vpn};
+use crate::{Asid, CacheGeometry, Pfn, Pool, Vpn};
 
 /// A page placement policy: it chooses the frame for a page being mapped on its first
 /// touch, from the pool of available frames, and may keep per-address-space state.
@@ -31,18 +31,18 @@ pub trait PlacementPolicy: Send {
     /// The number of bins the pool must be indexed by (1 for a policy blind to bins).
     fn bins(&self) -> u32;
 
-    /// The frame for page `vpn` of process `pid`; it must be a member of `pool`, which
+    /// The frame for page `vpn` of process `asid`; it must be a member of `pool`, which
     /// is never empty when this is called.
-    fn choose(&mut self, pid: Pid, vpn: Vpn, pool: &Pool) -> Pfn;
+    fn choose(&mut self, asid: Asid, vpn: Vpn, pool: &Pool) -> Pfn;
 
-    /// `vpn` of `pid` is now mapped to `pfn`.
-    fn mapped(&mut self, _pid: Pid, _vpn: Vpn, _pfn: Pfn) {}
+    /// `vpn` of `asid` is now mapped to `pfn`.
+    fn mapped(&mut self, _pid: Asid, _vpn: Vpn, _pfn: Pfn) {}
 
-    /// `vpn` of `pid` lost frame `pfn` to another mapping.
-    fn unmapped(&mut self, _pid: Pid, _vpn: Vpn, _pfn: Pfn) {}
+    /// `vpn` of `asid` lost frame `pfn` to another mapping.
+    fn unmapped(&mut self, _pid: Asid, _vpn: Vpn, _pfn: Pfn) {}
 
-    /// `pid` exited; forget its state.
-    fn exited(&mut self, _pid: Pid) {}
+    /// `asid` exited; forget its state.
+    fn exited(&mut self, _pid: Asid) {}
 }
 
 /// The policies of the paper, by name.

@@ -4,7 +4,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::PlacementPolicy;
-use crate::{Pfn, Pid, Pool, Vpn};
+use crate::{Asid, Pfn, Pool, Vpn};
 
 /// Maps each page to a pool frame drawn uniformly at random (xoshiro256++), ignoring
 /// bins: the "random mapping" of the paper's model (section 2) and simulations.
@@ -31,7 +31,7 @@ impl PlacementPolicy for RandomPlacement {
         1
     }
 
-    fn choose(&mut self, _pid: Pid, _vpn: Vpn, pool: &Pool) -> Pfn {
+    fn choose(&mut self, _pid: Asid, _vpn: Vpn, pool: &Pool) -> Pfn {
         pool.nth(self.rng.gen_range(0..pool.len()))
     }
 }

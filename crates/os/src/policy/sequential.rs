@@ -7,7 +7,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::used::UsedBins;
 use super::{BinState, PlacementPolicy, rank};
-use crate::{CacheGeometry, Pfn, Pid, Pool, Vpn};
+use crate::{Asid, CacheGeometry, Pfn, Pool, Vpn};
 
 /// The Sequential Heuristic: look at the `<used, free>` pair of every bin and map the
 /// page into the best one by [`rank`] (rules 1-3 of section 3.2.3), breaking exact ties
@@ -34,9 +34,9 @@ impl Sequential {
         }
     }
 
-    /// The best bin for `pid` given the pool.
-    pub fn choose_bin(&mut self, pid: Pid, pool: &Pool) -> u32 {
-        let used = self.used.of(pid);
+    /// The best bin for `asid` given the pool.
+    pub fn choose_bin(&mut self, asid: Asid, pool: &Pool) -> u32 {
+        let used = self.used.of(asid);
         let mut best: Option<(u32, BinState)> = None;
         let mut ties = 0u32;
         for bin in 0..self.bins {
@@ -82,20 +82,20 @@ impl PlacementPolicy for Sequential {
         self.bins
     }
 
-    fn choose(&mut self, pid: Pid, _vpn: Vpn, pool: &Pool) -> Pfn {
-        let bin = self.choose_bin(pid, pool);
+    fn choose(&mut self, asid: Asid, _vpn: Vpn, pool: &Pool) -> Pfn {
+        let bin = self.choose_bin(asid, pool);
         pool.lru_in_bin(bin).expect("chosen bin has a free frame")
     }
 
-    fn mapped(&mut self, pid: Pid, _vpn: Vpn, pfn: Pfn) {
-        self.used.mapped(pid, pfn);
+    fn mapped(&mut self, asid: Asid, _vpn: Vpn, pfn: Pfn) {
+        self.used.mapped(asid, pfn);
     }
 
-    fn unmapped(&mut self, pid: Pid, _vpn: Vpn, pfn: Pfn) {
-        self.used.unmapped(pid, pfn);
+    fn unmapped(&mut self, asid: Asid, _vpn: Vpn, pfn: Pfn) {
+        self.used.unmapped(asid, pfn);
     }
 
-    fn exited(&mut self, pid: Pid) {
-        self.used.exited(pid);
+    fn exited(&mut self, asid: Asid) {
+        self.used.exited(asid);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::{BinTree, Pfn, Pid};
+use crate::{Asid, BinTree, Pfn};
 
 /// For each address space, a bin tree counting its resident pages per bin.
 ///
@@ -16,7 +16,7 @@ use crate::{BinTree, Pfn, Pid};
 pub(crate) struct UsedBins {
     bins: u32,
     zero: BinTree,
-    per_pid: HashMap<Pid, BinTree>,
+    per_pid: HashMap<Asid, BinTree>,
 }
 
 impl UsedBins {
@@ -28,26 +28,26 @@ impl UsedBins {
         }
     }
 
-    /// The used tree of `pid` (all zero if it has no pages).
-    pub(crate) fn of(&self, pid: Pid) -> &BinTree {
-        self.per_pid.get(&pid).unwrap_or(&self.zero)
+    /// The used tree of `asid` (all zero if it has no pages).
+    pub(crate) fn of(&self, asid: Asid) -> &BinTree {
+        self.per_pid.get(&asid).unwrap_or(&self.zero)
     }
 
-    pub(crate) fn mapped(&mut self, pid: Pid, pfn: Pfn) {
+    pub(crate) fn mapped(&mut self, asid: Asid, pfn: Pfn) {
         let bins = self.bins;
         self.per_pid
-            .entry(pid)
+            .entry(asid)
             .or_insert_with(|| BinTree::new(bins))
             .add(pfn);
     }
 
-    pub(crate) fn unmapped(&mut self, pid: Pid, pfn: Pfn) {
-        if let Some(t) = self.per_pid.get_mut(&pid) {
+    pub(crate) fn unmapped(&mut self, asid: Asid, pfn: Pfn) {
+        if let Some(t) = self.per_pid.get_mut(&asid) {
             t.remove(pfn);
         }
     }
 
-    pub(crate) fn exited(&mut self, pid: Pid) {
-        self.per_pid.remove(&pid);
+    pub(crate) fn exited(&mut self, asid: Asid) {
+        self.per_pid.remove(&asid);
     }
 }

@@ -1,4 +1,4 @@
-//! Region sizes as people write them: `65536`, `64K`, `64M`, `1G`, `64MiB`.
+//! Sizes as people write them (regions, caches, pools, pages): `65536`, `64K`, `64M`, `1G`, `64MiB`.
 
 /// Parses a byte count with an optional binary suffix (`K`, `M`, `G`, `T`, optionally
 /// followed by `iB` or `B`; case-insensitive). Returns a message naming the problem.
