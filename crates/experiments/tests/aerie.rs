@@ -4,7 +4,7 @@
 
 use pmlab_experiments::aerie::filebench::{self, Fileset, Flowop, PosixTarget};
 use pmlab_experiments::aerie::{self, Config, Counts, Personality};
-use pmlab_fs::bench::KernelDir;
+use pmlab_fscheck::bench::KernelDir;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -141,7 +141,7 @@ fn personality_on_tmpfs_leaves_the_fileset_consistent() {
 #[test]
 fn kvfs_objects_carved_from_one_reservation_stay_apart() {
     // More puts than one reservation of extents holds: every value must come back intact.
-    use pmlab_fs::bench::{PxfsVolume, VolumeSize};
+    use pmlab_fscheck::bench::{PxfsVolume, VolumeSize};
     let scr = scratch();
     let n = 3 * pmlab_fs::kvfs::EXTENTS_PER_RESERVE as usize + 5;
     let vol = PxfsVolume::create(

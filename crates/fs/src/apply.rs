@@ -47,6 +47,29 @@ pub trait Authority {
     }
 }
 
+/// An authority that holds every right: root, every lease, every inode and data page
+/// reserved, nothing open. The crash test of the commit path and the unit tests speak
+/// for it; the service never applies a client's batch under it.
+pub struct AllRights;
+
+impl Authority for AllRights {
+    fn cred(&self) -> (u32, u32) {
+        (0, 0)
+    }
+    fn holds_lease(&self, _: u64) -> bool {
+        true
+    }
+    fn inode_reserved(&self, _: u64) -> bool {
+        true
+    }
+    fn page_reserved(&self, _: u16, _: u64) -> bool {
+        true
+    }
+    fn is_open(&self, _: u64) -> bool {
+        false
+    }
+}
+
 /// Why a batch was rejected: the operation and what it broke.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {

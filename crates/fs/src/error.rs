@@ -2,25 +2,7 @@
 
 use thiserror::Error;
 
-/// Where on the media a problem lies: a page of the metadata space and a byte in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Location {
-    /// Page number in the metadata space.
-    pub page: u64,
-    /// Byte offset inside the page.
-    pub offset: u64,
-}
-
-impl std::fmt::Display for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "page {} (byte {:#x})",
-            self.page,
-            self.page * crate::media::PAGE + self.offset
-        )
-    }
-}
+pub use crate::place::Location;
 
 /// Errors of the file system library.
 #[derive(Debug, Error)]

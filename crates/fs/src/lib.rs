@@ -18,15 +18,16 @@
 //! - [`proto`], [`lease`], [`service`]: the trusted service over a Unix socket;
 //! - [`client`], [`overlay`]: libFS; [`pxfs`] and [`kvfs`]: the two interfaces.
 //!
+//! Its checking and benchmark drivers (kill stress, the crash test on the machine model,
+//! Table 2's operations) live beside it, in `pmlab-fscheck`.
+//!
 //! Protection comes from the kernel: clients receive the metadata space as a read-only
 //! descriptor and each domain's data space read-only or read-write as its permission
 //! bits allow, so a client holds no writable mapping of anything it may not write.
 
 pub mod apply;
-pub mod bench;
 pub mod cache;
 pub mod client;
-pub mod crashtest;
 pub mod dir;
 pub mod domain;
 pub mod error;
@@ -40,6 +41,7 @@ pub mod map;
 pub mod media;
 pub mod mkfs;
 pub mod overlay;
+pub mod place;
 pub mod pool;
 pub mod proto;
 pub mod pxfs;
@@ -47,7 +49,6 @@ pub mod radix;
 pub mod redo;
 pub mod reserved;
 pub mod service;
-pub mod stress;
 pub mod txn;
 pub mod view;
 pub mod volume;

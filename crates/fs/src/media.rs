@@ -8,8 +8,7 @@
 use crate::error::{FsError, Location, Result};
 use pmlab_spine::{Addr, Memory, SpineError};
 
-/// Size of a page, the unit of allocation of metadata and of file data.
-pub const PAGE: u64 = 4096;
+pub use crate::place::PAGE;
 /// Bytes of a page available to its structure (the rest is the trailer).
 pub const BODY: usize = PAGE as usize - 8;
 

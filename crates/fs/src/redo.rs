@@ -29,7 +29,7 @@
 //! refused by name rather than written over the volume.
 //!
 //! [`Protocol`] carries deliberate bugs ([`Fault`], see [`FAULTS`]) for crash tests
-//! only: the crash explorer on the machine model (`crate::crashtest`) must catch each
+//! only: the crash explorer on the machine model (`pmlab_fscheck::crashtest`) must catch each
 //! one, which is how we know it would catch a real one.
 
 use pmlab_spine::{Addr, Memory};
@@ -383,8 +383,7 @@ pub fn recover_with<M: Memory + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::apply_batch;
-    use crate::crashtest::Harness;
+    use crate::apply::{AllRights, apply_batch};
     use crate::inode::Kind;
     use crate::journal::Op;
     use crate::layout::Params;
@@ -414,7 +413,7 @@ mod tests {
                 domain: 0,
             })
             .collect();
-        apply_batch(m, sb, &Harness, &ops).unwrap().changes
+        apply_batch(m, sb, &AllRights, &ops).unwrap().changes
     }
 
     /// The figure the issue asks for: a service commit costs 2 fences (the old

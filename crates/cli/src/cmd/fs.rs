@@ -218,8 +218,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             samples,
             fault,
         } => {
-            use pmlab_fs::crashtest;
             use pmlab_fs::redo::{FAULTS, Fault, Protocol};
+            use pmlab_fscheck::crashtest;
             let mut cfg = if large {
                 crashtest::Config::large(seed)
             } else {
@@ -271,12 +271,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } => {
             // The driver's own recoveries write back lines too.
             pmlab_native::scm_model::set_write_model(scm_model);
-            let cfg = pmlab_fs::stress::Config {
+            let cfg = pmlab_fscheck::stress::Config {
                 volume: volume.clone(),
                 kills,
                 clients,
                 seed,
-                launcher: pmlab_fs::stress::Launcher::Pmlab(
+                launcher: pmlab_fscheck::stress::Launcher::Pmlab(
                     std::env::current_exe().context("locating the pmlab executable")?,
                 ),
                 scm_model,
@@ -285,7 +285,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "round  killed     ran(ms)  notes  dirs  files  meta-pages  data-pages  acks  checked"
             );
             let t0 = std::time::Instant::now();
-            let rounds = pmlab_fs::stress::run(&cfg, |r| {
+            let rounds = pmlab_fscheck::stress::run(&cfg, |r| {
                 println!(
                     "{:>5}  {:<9}  {:>7}  {:>5}  {:>4}  {:>5}  {:>10}  {:>10}  {:>4}  {:>7}",
                     r.round,
@@ -320,16 +320,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             });
             std::fs::create_dir_all(&scratch)
                 .with_context(|| format!("mkdir {}", scratch.display()))?;
-            let cfg = pmlab_fs::bench::Config {
+            let cfg = pmlab_fscheck::bench::Config {
                 scratch: scratch.clone(),
                 peer: peer.clone(),
                 files,
                 reps,
             };
-            let rows = pmlab_fs::bench::run(&cfg);
+            let rows = pmlab_fscheck::bench::run(&cfg);
             let _ = std::fs::remove_dir_all(&scratch);
             let rows = rows.context("bench")?;
-            let kind = pmlab_fs::bench::fs_type(&peer);
+            let kind = pmlab_fscheck::bench::fs_type(&peer);
             println!(
                 "4 KiB operations, mean latency per operation (us), median of {reps} runs of {files}"
             );
@@ -358,7 +358,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             oracle,
         } => {
             pmlab_native::scm_model::set_write_model_from_env().map_err(anyhow::Error::msg)?;
-            pmlab_fs::stress::worker(&pmlab_fs::stress::WorkerArgs {
+            pmlab_fscheck::stress::worker(&pmlab_fscheck::stress::WorkerArgs {
                 socket,
                 seed,
                 dir,

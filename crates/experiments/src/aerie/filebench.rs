@@ -17,7 +17,7 @@
 use std::time::Instant;
 
 use pmlab_fs::Result;
-use pmlab_fs::bench::{FileOps, Handle};
+use pmlab_fscheck::bench::{FileOps, Handle};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;

@@ -19,7 +19,7 @@ pub use filebench::{Counts, Flowop, Params, Personality};
 pub use report::Report;
 pub use run::{FilebenchSamples, Measurements, Table2Samples, measure};
 
-use pmlab_fs::bench::table2::Sizes;
+use pmlab_fscheck::bench::table2::Sizes;
 use std::path::PathBuf;
 
 /// The file systems compared, in table order.

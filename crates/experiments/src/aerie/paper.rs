@@ -5,7 +5,7 @@
 /// Table 2 of the paper, "Latency of common file system operations. All read/write
 /// operations use a 4096-byte buffer", in microseconds: (operation, RamFS, ext3, PXFS),
 /// rows in the paper's order. The operation names are those of
-/// `pmlab_fs::bench::table2::OPS`.
+/// `pmlab_fscheck::bench::table2::OPS`.
 pub const TABLE2: [(&str, f64, f64, f64); 8] = [
     ("seq-read", 0.77, 0.83, 0.7),
     ("seq-write", 2.1, 1.9, 1.5),

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use pmlab_fs::bench::{median, table2::OPS};
+use pmlab_fscheck::bench::{median, table2::OPS};
 use pmlab_report::{BarPlot, Table, write_json};
 use serde::Serialize;
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use pmlab_fs::bench::{KernelDir, PxfsVolume, VolumeSize, table2, tempdir_in};
+use pmlab_fscheck::bench::{KernelDir, PxfsVolume, VolumeSize, table2, tempdir_in};
 use serde::Serialize;
 
 use super::ext4::Ext4Loop;

@@ -5,7 +5,7 @@
 //! re-runs this test binary, whose `stress_child` test runs the role it is given in the
 //! environment (and does nothing in an ordinary test run).
 
-use pmlab_fs::stress::{self, Config, Launcher, Role};
+use pmlab_fscheck::stress::{self, Config, Launcher, Role};
 
 #[test]
 fn stress_child() {

@@ -8,13 +8,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::dir;
-use crate::error::{FsError, Location, Result};
-use crate::inode::Kind;
-use crate::layout::ROOT_INO;
-use crate::media::MediaRead;
-use crate::radix;
-use crate::view::{MediaView, PageSource};
+use pmlab_fs::dir;
+use pmlab_fs::error::{FsError, Location, Result};
+use pmlab_fs::inode::Kind;
+use pmlab_fs::layout::ROOT_INO;
+use pmlab_fs::media::MediaRead;
+use pmlab_fs::radix;
+use pmlab_fs::view::{MediaView, PageSource};
 use pmlab_spine::{Addr, SpineError, check_bounds};
 
 /// One path and the object it names.

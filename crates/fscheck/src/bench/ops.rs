@@ -8,9 +8,9 @@ use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{FsError, Result};
-use crate::kvfs::Kvfs;
-use crate::pxfs::{Fd, OpenFlags, Pxfs};
+use pmlab_fs::error::{FsError, Result};
+use pmlab_fs::kvfs::Kvfs;
+use pmlab_fs::pxfs::{Fd, OpenFlags, Pxfs};
 
 /// An open file of a [`FileOps`] implementation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -174,7 +174,7 @@ pub struct VolumeSize {
 /// PXFS mount. The volume and the service go away on drop.
 pub struct PxfsVolume {
     fs: Option<Pxfs>,
-    service: Option<crate::service::Handle>,
+    service: Option<pmlab_fs::service::Handle>,
     dir: PathBuf,
     socket: PathBuf,
 }
@@ -182,16 +182,19 @@ pub struct PxfsVolume {
 impl PxfsVolume {
     /// Builds a volume under `scratch` (which must exist) and mounts it.
     pub fn create(scratch: &Path, size: VolumeSize) -> Result<PxfsVolume> {
-        let page = crate::media::PAGE;
+        let page = pmlab_fs::media::PAGE;
         let data_pages = size.data_bytes.div_ceil(page);
         // Directory pages and radix index pages come from the metadata pool: a radix
         // page maps 512 data pages, every file of more than a page has at least one, and
         // a directory takes a root page plus a page per bucket in use (up to one per
         // entry), so three pages per inode cover a tree of small directories.
         let meta_pages = 4096 + data_pages / 256 + 3 * size.inodes;
-        let inodes = size.inodes.div_ceil(crate::layout::INODES_PER_PAGE).max(8)
-            * crate::layout::INODES_PER_PAGE;
-        let params = crate::layout::Params {
+        let inodes = size
+            .inodes
+            .div_ceil(pmlab_fs::layout::INODES_PER_PAGE)
+            .max(8)
+            * pmlab_fs::layout::INODES_PER_PAGE;
+        let params = pmlab_fs::layout::Params {
             meta_pages,
             inodes,
             // Freed pages return to the bitmap only when the service applies a batch;
@@ -202,8 +205,13 @@ impl PxfsVolume {
         };
         let dir = scratch.join(format!("vol-{}", unique()));
         let socket = scratch.join(format!("sock-{}", unique()));
-        crate::volume::create(&dir, &params, crate::mkfs::RootOwner::current_user(0o755))?;
-        let service = crate::service::spawn(&dir, &socket, crate::service::Config::default())?;
+        pmlab_fs::volume::create(
+            &dir,
+            &params,
+            pmlab_fs::mkfs::RootOwner::current_user(0o755),
+        )?;
+        let service =
+            pmlab_fs::service::spawn(&dir, &socket, pmlab_fs::service::Config::default())?;
         let fs = Pxfs::mount(&socket)?;
         Ok(PxfsVolume {
             fs: Some(fs),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub use ops::{FileOps, Handle, KernelDir, PxfsVolume, VolumeSize};
 
-use crate::error::{FsError, Result};
+use pmlab_fs::error::{FsError, Result};
 
 /// What `pmlab fs bench` measures.
 #[derive(Clone, Debug)]

@@ -15,10 +15,10 @@ use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::snapshot::{Entry, Snapshot};
-use crate::inode::Kind;
-use crate::journal::Op;
-use crate::layout::ROOT_INO;
-use crate::media::PAGE;
+use pmlab_fs::inode::Kind;
+use pmlab_fs::journal::Op;
+use pmlab_fs::layout::ROOT_INO;
+use pmlab_fs::media::PAGE;
 
 /// Permission bits of new files, one permission domain each (domain `i` for `MODES[i]`).
 pub const FILE_MODES: [u32; 2] = [0o644, 0o600];

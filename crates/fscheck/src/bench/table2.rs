@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::ops::FileOps;
-use crate::error::Result;
+use pmlab_fs::error::Result;
 
 /// The block every read and write moves (the paper: "a 4096-byte buffer").
 pub const BLOCK: usize = 4096;

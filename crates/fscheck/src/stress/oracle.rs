@@ -28,9 +28,9 @@ use std::fmt;
 use std::io::Write;
 use std::path::Path;
 
-use crate::error::{FsError, Result};
-use crate::inode::Kind;
-use crate::pxfs::{OpenFlags, Pxfs};
+use pmlab_fs::error::{FsError, Result};
+use pmlab_fs::inode::Kind;
+use pmlab_fs::pxfs::{OpenFlags, Pxfs};
 
 /// What a path holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

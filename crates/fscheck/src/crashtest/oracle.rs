@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use pmlab_spine::{Memory, VecMemory};
 
 use super::snapshot::{self, ImageRead, Snapshot, first_difference};
-use crate::fsck::{Severity, fsck};
-use crate::layout::Superblock;
-use crate::redo::{self, LogState, Protocol};
+use pmlab_fs::fsck::{Severity, fsck};
+use pmlab_fs::layout::Superblock;
+use pmlab_fs::redo::{self, LogState, Protocol};
 
 /// Which state of the batch in flight a crash image recovered to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,12 +3,12 @@
 //! the acknowledged batches (and perhaps the one in flight, whole); each broken commit
 //! protocol must be caught.
 
-use pmlab_fs::crashtest::{self, Config};
 use pmlab_fs::redo::{FAULTS, Protocol};
+use pmlab_fscheck::crashtest::{self, Config};
 
 #[test]
 fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
-    let mut kinds = [0; pmlab_fs::crashtest::workload::OP_NAMES.len()];
+    let mut kinds = [0; pmlab_fscheck::crashtest::workload::OP_NAMES.len()];
     // A cache holding a whole commit, and one of eight lines that evicts constantly.
     for (seed, cache_lines) in [(1, 1024), (2, 8)] {
         let cfg = Config {

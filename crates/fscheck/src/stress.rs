@@ -26,10 +26,10 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use pmlab_native::scm_model::{WRITE_MODEL_ENV, WriteModel, set_write_model_from_env};
 
-use crate::error::{FsError, Result};
-use crate::pxfs::Pxfs;
-use crate::service;
 pub use oracle::{Expectations, State, Violation};
+use pmlab_fs::error::{FsError, Result};
+use pmlab_fs::pxfs::Pxfs;
+use pmlab_fs::service;
 pub use worker::{WorkerArgs, worker};
 
 /// How the driver starts the processes it kills.
@@ -208,7 +208,7 @@ pub struct Round {
     /// Milliseconds the workload ran before the kill.
     pub ran_ms: u64,
     /// fsck's counts after recovery.
-    pub summary: crate::fsck::Summary,
+    pub summary: pmlab_fs::fsck::Summary,
     /// fsck's notes before recovery (a committed transaction in the log, orphans).
     pub notes_before_recovery: usize,
     /// fsync acknowledgements the clients logged this round.
@@ -254,10 +254,10 @@ fn kill(c: &mut Child) {
 /// broken oracle promise.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>> {
     if !cfg.volume.exists() {
-        crate::volume::create(
+        pmlab_fs::volume::create(
             &cfg.volume,
-            &crate::layout::Params::default(),
-            crate::mkfs::RootOwner::current_user(0o777),
+            &pmlab_fs::layout::Params::default(),
+            pmlab_fs::mkfs::RootOwner::current_user(0o777),
         )?;
     }
     let sock = cfg.volume.with_extension("sock");
@@ -322,23 +322,23 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
             kill(w);
         }
         kill(&mut svc);
-        let before = crate::fsck::fsck_volume(&cfg.volume)
+        let before = pmlab_fs::fsck::fsck_volume(&cfg.volume)
             .map(|r| {
                 r.findings
                     .iter()
-                    .filter(|f| f.severity == crate::fsck::Severity::Note)
+                    .filter(|f| f.severity == pmlab_fs::fsck::Severity::Note)
                     .count()
             })
             .unwrap_or(0);
         // Recovery is what the service does when it starts; the oracle reads the
         // clients' directories back through it.
         let actual = read_back(&cfg.volume, &sock, cfg.clients)?;
-        let report = crate::fsck::fsck_volume(&cfg.volume)?;
+        let report = pmlab_fs::fsck::fsck_volume(&cfg.volume)?;
         if !report.clean() {
             let text: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
             return Err(FsError::Corrupt {
                 what: "volume after recovery",
-                at: crate::error::Location { page: 0, offset: 0 },
+                at: pmlab_fs::error::Location { page: 0, offset: 0 },
                 why: format!("round {round} (killed {killed}):\n{}", text.join("\n")),
             });
         }
@@ -351,7 +351,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
             let text: Vec<String> = broken.iter().map(|v| v.to_string()).collect();
             return Err(FsError::Corrupt {
                 what: "fsync oracle",
-                at: crate::error::Location { page: 0, offset: 0 },
+                at: pmlab_fs::error::Location { page: 0, offset: 0 },
                 why: format!(
                     "round {round} (killed {killed}), logs kept in {}:\n{}",
                     logs.display(),

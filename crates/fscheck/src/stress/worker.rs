@@ -14,8 +14,8 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use super::oracle::{OracleLog, State, read_all, scan};
-use crate::error::{FsError, Result};
-use crate::pxfs::{OpenFlags, Pxfs};
+use pmlab_fs::error::{FsError, Result};
+use pmlab_fs::pxfs::{OpenFlags, Pxfs};
 
 /// What one client process is told.
 #[derive(Clone, Debug)]
@@ -238,7 +238,7 @@ impl Client {
         if got != want {
             return Err(FsError::Corrupt {
                 what: "file contents read back",
-                at: crate::error::Location { page: 0, offset: 0 },
+                at: pmlab_fs::error::Location { page: 0, offset: 0 },
                 why: format!("{path}: read back {got}, wrote {want}"),
             });
         }

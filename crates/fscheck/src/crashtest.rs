@@ -5,8 +5,8 @@
 //! chaos write-backs of random dirty lines between operations. A
 //! seeded workload ([`workload::Workload`], xoshiro256++) draws batches of valid metadata
 //! operations; each batch goes the service's way — encoded as a journal, decoded,
-//! validated and applied ([`crate::apply::apply_batch`]), committed through the redo log
-//! ([`crate::redo::MetaLog::commit`], pmlab-tx's two-fence redo transaction) — while
+//! validated and applied ([`pmlab_fs::apply::apply_batch`]), committed through the redo log
+//! ([`pmlab_fs::redo::MetaLog::commit`], pmlab-tx's two-fence redo transaction) — while
 //! the machine records every change of its
 //! durable state. A batch whose commit returned is acknowledged, as the service's reply
 //! to an fsync is.
@@ -14,7 +14,7 @@
 //! Each recording is then explored: at every boundary where the durable state changed
 //! (every eviction, every issued write-back, every fence), the durable image, plus
 //! random subsets of the write-backs still pending there, is crashed, recovered
-//! ([`crate::redo::recover_with`]), checked with [`crate::fsck::fsck`] (no error
+//! ([`pmlab_fs::redo::recover_with`]), checked with [`pmlab_fs::fsck::fsck`] (no error
 //! allowed) and held against the oracle: its namespace and attributes must equal the
 //! state before the batch or the state after it, never a mixture, and after the commit
 //! returned only the state after. Since each batch starts from a durable state holding
@@ -24,7 +24,7 @@
 //! their own and that recovery is explored the same way: a crash while recovering must
 //! recover again to the same state.
 //!
-//! A broken [`Protocol`] (one of [`crate::redo::FAULTS`], pmlab-tx's redo faults) must
+//! A broken [`Protocol`] (one of [`pmlab_fs::redo::FAULTS`], pmlab-tx's redo faults) must
 //! make the exploration fail: that is the evidence that it would catch a real bug.
 //! `skip-apply-fence` only shows once a later batch's log overwrites the one that
 //! still vouches for the unfenced pages, so a run needs at least two batches.
@@ -42,14 +42,14 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use thiserror::Error;
 
-use crate::apply::{Authority, apply_batch, domain_for};
-use crate::domain::Domain;
-use crate::error::FsError;
-use crate::journal::{decode_batch, encode_batch};
-use crate::layout::{Params, Superblock};
-use crate::mkfs::{RootOwner, mkfs};
-use crate::redo::{self, MetaLog, Protocol};
 use oracle::{Oracle, Recovered};
+use pmlab_fs::apply::{AllRights, apply_batch, domain_for};
+use pmlab_fs::domain::Domain;
+use pmlab_fs::error::FsError;
+use pmlab_fs::journal::{decode_batch, encode_batch};
+use pmlab_fs::layout::{Params, Superblock};
+use pmlab_fs::mkfs::{RootOwner, mkfs};
+use pmlab_fs::redo::{self, MetaLog, Protocol};
 use snapshot::{ImageRead, first_difference};
 use workload::{DIR_MODE, FILE_MODES, OP_NAMES, Workload};
 
@@ -79,7 +79,7 @@ pub struct Config {
     /// Check every `stride`-th crash point only (1: all of them).
     pub stride: usize,
     /// The commit protocol (correct, or with one deliberate bug, see
-    /// [`crate::redo::FAULTS`]).
+    /// [`pmlab_fs::redo::FAULTS`]).
     pub protocol: Protocol,
     /// Stop exploring after this many failures.
     pub max_failures: usize,
@@ -289,36 +289,13 @@ pub enum CrashTestError {
     },
 }
 
-/// The client the crash test speaks for: root, holding every lease, with every free
-/// inode and data page reserved (the workload draws only free ones) and nothing open.
-/// The redo log's unit tests speak for it too.
-pub(crate) struct Harness;
-
-impl Authority for Harness {
-    fn cred(&self) -> (u32, u32) {
-        (0, 0)
-    }
-    fn holds_lease(&self, _: u64) -> bool {
-        true
-    }
-    fn inode_reserved(&self, _: u64) -> bool {
-        true
-    }
-    fn page_reserved(&self, _: u16, _: u64) -> bool {
-        true
-    }
-    fn is_open(&self, _: u64) -> bool {
-        false
-    }
-}
-
 /// Derives independent seeds from the run's seed (SplitMix64's increment).
 fn sub_seed(seed: u64, stream: u64) -> u64 {
     seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 fn machine_config(cfg: &Config) -> MachineConfig {
-    let size = volume_params().meta_pages * crate::media::PAGE;
+    let size = volume_params().meta_pages * pmlab_fs::media::PAGE;
     let mut c = MachineConfig::tiny(size, cfg.cache_lines);
     c.cache_seed = sub_seed(cfg.seed, 1);
     c.chaos = cfg.chaos.map(|probability| ChaosConfig {
@@ -343,7 +320,7 @@ fn serve(
     journal: &[u8],
 ) -> Result<Served, String> {
     let ops = decode_batch(journal).map_err(|e| format!("malformed journal: {e}"))?;
-    let out = apply_batch(m, sb, &Harness, &ops).map_err(|r| format!("batch rejected: {r}"))?;
+    let out = apply_batch(m, sb, &AllRights, &ops).map_err(|r| format!("batch rejected: {r}"))?;
     let before = m.persist_counters();
     log.commit(m, &out.changes).map_err(|e| e.to_string())?;
     let after = m.persist_counters();
@@ -395,7 +372,7 @@ fn explore_recovery(
 ) -> Result<(usize, usize, Vec<Failure>), CrashTestError> {
     let mut m = Machine::with_image(machine_config(cfg), image)?;
     let protocol = cfg.protocol;
-    let (res, rec) = m.record(|m| -> crate::Result<()> {
+    let (res, rec) = m.record(|m| -> pmlab_fs::Result<()> {
         let sb = Superblock::read(m)?;
         redo::recover_with(m, &sb, protocol)?;
         Ok(())
