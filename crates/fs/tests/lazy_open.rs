@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use pmlab_fs::inode::Kind;
@@ -13,6 +13,9 @@ use pmlab_fs::mkfs::RootOwner;
 use pmlab_fs::pxfs::{OpenFlags, Pxfs};
 use pmlab_fs::service::{self, Config, Handle};
 use pmlab_fs::view::PageSource;
+
+mod support;
+use support::child;
 
 struct Rig {
     _tmp: tempfile::TempDir,
@@ -156,42 +159,35 @@ fn a_file_its_opener_unlinks_stays_readable_until_closed() {
     r.stop_and_check();
 }
 
-/// Not a test of its own: the body of a client process that opens a file and waits to
-/// be killed.
-#[test]
-fn holder_process() {
-    let Ok(sock) = std::env::var("PMLAB_FS_HOLDER_SOCK") else {
-        return;
-    };
+/// The body of a client process that opens a file and waits to be killed.
+fn holder_process(sock: &str) {
     let fs = Pxfs::mount(Path::new(&sock)).unwrap();
     let fd = fs.open("/d/f", OpenFlags::default()).unwrap();
     let mut buf = [0u8; 16];
     fs.read(fd, &mut buf).unwrap();
     println!("MARK open");
-    // Wait for the kill; the parent never writes to stdin.
+    // Wait for the kill: the parent never writes to stdin, and closes it only by
+    // dying, in which case the holder's end is the same as being killed.
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
-    std::thread::sleep(Duration::from_secs(60));
 }
 
 #[test]
 fn the_service_frees_an_unlinked_file_when_its_opener_dies() {
+    child::branch(holder_process);
     let r = rig();
     let b = Pxfs::mount(&r.sock).unwrap();
     b.mkdir("/d", 0o777).unwrap();
     let ino = make_file(&b, "/d/f", 9);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "holder_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("PMLAB_FS_HOLDER_SOCK", &r.sock)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let sock = r.sock.to_str().unwrap();
+    let mut child = child::command(
+        "the_service_frees_an_unlinked_file_when_its_opener_dies",
+        sock,
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("MARK open") {

@@ -1,8 +1,10 @@
-//! Several client processes at once: each is this test binary re-executed in a client
-//! role, working on the volume through its own libFS connection.
+//! Several client processes at once: each is this test re-executed in a client role
+//! ([`support::child`]), working on the volume through its own libFS connection.
+
+mod support;
+use support::child;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use pmlab_fs::layout::Params;
@@ -13,12 +15,8 @@ use pmlab_fs::service::{self, Config};
 const CLIENTS: usize = 4;
 const FILES: usize = 20;
 
-/// Not a test of its own: the body of a client process.
-#[test]
-fn client_process() {
-    let Ok(me) = std::env::var("PMLAB_FS_CLIENT") else {
-        return;
-    };
+/// The body of client process `me`.
+fn client_process(me: &str) {
     let sock = std::env::var("PMLAB_FS_SOCK").unwrap();
     let fs = Pxfs::mount(Path::new(&sock)).unwrap();
     let me: usize = me.parse().unwrap();
@@ -52,6 +50,7 @@ fn client_process() {
 
 #[test]
 fn concurrent_client_processes_see_one_file_system() {
+    child::branch(client_process);
     let tmp = tempfile::tempdir().unwrap();
     let vol = tmp.path().join("vol");
     let sock = tmp.path().join("sock");
@@ -89,19 +88,15 @@ fn concurrent_client_processes_see_one_file_system() {
     }
     let children: Vec<_> = (0..CLIENTS)
         .map(|i| {
-            Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "client_process",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("PMLAB_FS_CLIENT", i.to_string())
-                .env("PMLAB_FS_SOCK", &sock)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+            child::command(
+                "concurrent_client_processes_see_one_file_system",
+                &i.to_string(),
+            )
+            .env("PMLAB_FS_SOCK", &sock)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     for c in children {

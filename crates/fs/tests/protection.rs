@@ -1,12 +1,14 @@
 //! Protection by the kernel: a client holds no writable mapping of anything it may not
-//! write. Each check runs in a separate process (this test binary re-executed as an
-//! unprivileged user) and must die of SIGSEGV when it stores into memory it may only
-//! read.
+//! write. Each check runs in a separate process (this test re-executed as an
+//! unprivileged user, [`support::child`]) and must die of SIGSEGV when it stores into
+//! memory it may only read.
+
+mod support;
+use support::child;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use pmlab_fs::FsError;
@@ -17,11 +19,11 @@ use pmlab_fs::service::{self, Config};
 
 const NOBODY: u32 = 65534;
 
+const TEST: &str = "clients_fault_on_what_they_may_not_write";
+
 /// Runs one role in a child process as `uid`; returns its status and output.
-fn child(role: &str, sock: &Path, uid: u32) -> (std::process::ExitStatus, String) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
-        .env("PMLAB_FS_ROLE", role)
+fn run_as(role: &str, sock: &Path, uid: u32) -> (std::process::ExitStatus, String) {
+    let out = child::command(TEST, role)
         .env("PMLAB_FS_SOCK", sock)
         .uid(uid)
         .gid(uid)
@@ -33,12 +35,8 @@ fn child(role: &str, sock: &Path, uid: u32) -> (std::process::ExitStatus, String
     )
 }
 
-/// Not a test of its own: the body of the child processes.
-#[test]
-fn child_role() {
-    let Ok(role) = std::env::var("PMLAB_FS_ROLE") else {
-        return;
-    };
+/// The body of a child process: one attempt to touch what the client may not.
+fn child_role(role: &str) {
     let sock = std::env::var("PMLAB_FS_SOCK").unwrap();
     let fs = Pxfs::mount(Path::new(&sock)).unwrap();
     let fd = fs.open("/public", OpenFlags::default()).unwrap();
@@ -46,7 +44,7 @@ fn child_role() {
     fs.pread(fd, 0, &mut b).unwrap();
     assert_eq!(&b, b"public");
     println!("MARK read-ok");
-    match role.as_str() {
+    match role {
         "write-metadata" => {
             let p = fs.client().state().meta_map().as_ptr();
             // The descriptor is read-only: the kernel refuses to make the mapping writable.
@@ -98,6 +96,7 @@ fn child_role() {
 
 #[test]
 fn clients_fault_on_what_they_may_not_write() {
+    child::branch(child_role);
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let vol = tmp.path().join("vol");
@@ -142,32 +141,34 @@ fn clients_fault_on_what_they_may_not_write() {
     }
     let before = std::fs::read(pmlab_fs::volume::meta_path(&vol)).unwrap();
 
-    let (st, out) = child("write-metadata", &sock, NOBODY);
+    let (st, out) = run_as("write-metadata", &sock, NOBODY);
     assert!(
         out.contains("MARK mprotect-refused") && !out.contains("MARK wrote-metadata"),
         "{out}"
     );
     assert_eq!(st.signal(), Some(libc::SIGSEGV), "{out}");
 
-    let (st, out) = child("write-data", &sock, NOBODY);
+    let (st, out) = run_as("write-data", &sock, NOBODY);
     assert!(
         out.contains("MARK mapping-read-only") && !out.contains("MARK wrote-data"),
         "{out}"
     );
     assert_eq!(st.signal(), Some(libc::SIGSEGV), "{out}");
 
-    let (st, out) = child("private", &sock, NOBODY);
+    let (st, out) = run_as("private", &sock, NOBODY);
     assert!(
         st.success() && out.contains("MARK private-refused"),
         "{out}"
     );
 
     // Root's client may write the same data: the fault above is the permission, not a bug.
-    let (st, out) = child("write-metadata", &sock, 0);
+    let (st, out) = run_as("write-metadata", &sock, 0);
     assert_eq!(st.signal(), Some(libc::SIGSEGV), "{out}");
 
-    std::thread::sleep(Duration::from_millis(50));
+    // Stopping the service waits for it to finish with every connection.
+    svc.stop().unwrap();
     assert!(std::fs::read(pmlab_fs::volume::meta_path(&vol)).unwrap() == before);
+    let svc = service::spawn(&vol, &sock, Config::default()).unwrap();
     let fs = Pxfs::mount(&sock).unwrap();
     let fd = fs.open("/public", OpenFlags::default()).unwrap();
     let mut b = [0u8; 11];

@@ -16,7 +16,6 @@ pub mod oracle;
 pub mod worker;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,7 +23,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use pmlab_native::scm_model::{WRITE_MODEL_ENV, WriteModel, set_write_model_from_env};
+use pmlab_native::scm_model::{WRITE_MODEL_ENV, WriteModel};
 
 pub use oracle::{Expectations, State, Violation};
 use pmlab_fs::error::{FsError, Result};
@@ -32,28 +31,9 @@ use pmlab_fs::pxfs::Pxfs;
 use pmlab_fs::service;
 pub use worker::{WorkerArgs, worker};
 
-/// How the driver starts the processes it kills.
-#[derive(Clone, Debug)]
-pub enum Launcher {
-    /// The `pmlab` executable: `pmlab fs serve` and `pmlab fs stress-worker`.
-    Pmlab(PathBuf),
-    /// A test executable re-running one of its tests, which calls [`Role::from_env`]
-    /// and [`run_role`]: tests cannot build the `pmlab` binary, so the role travels in
-    /// the environment variable [`ROLE_ENV`].
-    TestBinary {
-        /// The test executable.
-        exe: PathBuf,
-        /// The name of the test that runs the role.
-        test: String,
-    },
-}
-
-/// The environment variable carrying a [`Role`] to a [`Launcher::TestBinary`] child.
-pub const ROLE_ENV: &str = "PMLAB_FS_STRESS_ROLE";
-
 /// A process the driver starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Role {
+enum Role {
     /// The trusted service of `volume` on `socket`.
     Serve {
         /// The volume directory.
@@ -75,107 +55,34 @@ pub enum Role {
 }
 
 impl Role {
-    /// The role a [`Launcher::TestBinary`] child was started for, if any: one field per
-    /// line (`serve`, volume, socket or `worker`, socket, seed, dir, oracle).
-    pub fn from_env() -> Option<Role> {
-        let text = std::env::var_os(ROLE_ENV)?.into_string().ok()?;
-        let f: Vec<&str> = text.split('\n').collect();
-        match f.as_slice() {
-            ["serve", volume, socket] => Some(Role::Serve {
-                volume: volume.into(),
-                socket: socket.into(),
-            }),
-            ["worker", socket, seed, dir, oracle] => Some(Role::Worker {
-                socket: socket.into(),
-                seed: seed.parse().ok()?,
-                dir: dir.to_string(),
-                oracle: oracle.into(),
-            }),
-            _ => None,
-        }
-    }
-
-    fn to_env(&self) -> OsString {
-        let fields: Vec<String> = match self {
-            Role::Serve { volume, socket } => vec![
-                "serve".into(),
-                volume.display().to_string(),
-                socket.display().to_string(),
-            ],
+    /// The `pmlab` command that plays this role: `pmlab fs serve` or
+    /// `pmlab fs stress-worker`.
+    fn command(&self, pmlab: &Path) -> Command {
+        let mut c = Command::new(pmlab);
+        match self {
+            Role::Serve { volume, socket } => {
+                c.args(["fs", "serve"])
+                    .arg(volume)
+                    .arg("--socket")
+                    .arg(socket);
+            }
             Role::Worker {
                 socket,
                 seed,
                 dir,
                 oracle,
-            } => vec![
-                "worker".into(),
-                socket.display().to_string(),
-                seed.to_string(),
-                dir.clone(),
-                oracle.display().to_string(),
-            ],
-        };
-        fields.join("\n").into()
-    }
-
-    fn command(&self, launcher: &Launcher) -> Command {
-        match launcher {
-            Launcher::TestBinary { exe, test } => {
-                let mut c = Command::new(exe);
-                c.args(["--exact", test.as_str(), "--nocapture", "--test-threads=1"])
-                    .env(ROLE_ENV, self.to_env());
-                c
-            }
-            Launcher::Pmlab(exe) => {
-                let mut c = Command::new(exe);
-                match self {
-                    Role::Serve { volume, socket } => {
-                        c.args(["fs", "serve"])
-                            .arg(volume)
-                            .arg("--socket")
-                            .arg(socket);
-                    }
-                    Role::Worker {
-                        socket,
-                        seed,
-                        dir,
-                        oracle,
-                    } => {
-                        c.args(["fs", "stress-worker", "--socket"])
-                            .arg(socket)
-                            .arg("--seed")
-                            .arg(seed.to_string())
-                            .arg("--dir")
-                            .arg(dir)
-                            .arg("--oracle")
-                            .arg(oracle);
-                    }
-                }
-                c
+            } => {
+                c.args(["fs", "stress-worker", "--socket"])
+                    .arg(socket)
+                    .arg("--seed")
+                    .arg(seed.to_string())
+                    .arg("--dir")
+                    .arg(dir)
+                    .arg("--oracle")
+                    .arg(oracle);
             }
         }
-    }
-}
-
-/// Runs a role in this process (the child side of [`Launcher::TestBinary`]). The service
-/// runs until it is killed; a worker until its service goes away.
-pub fn run_role(role: &Role) -> Result<()> {
-    set_write_model_from_env().map_err(FsError::Foreign)?;
-    match role {
-        Role::Serve { volume, socket } => {
-            service::serve(volume, socket, service::Config::default())
-        }
-        Role::Worker {
-            socket,
-            seed,
-            dir,
-            oracle,
-        } => worker(&WorkerArgs {
-            socket: socket.clone(),
-            seed: *seed,
-            dir: dir.clone(),
-            oracle: oracle.clone(),
-        }),
+        c
     }
 }
 
@@ -191,8 +98,9 @@ pub struct Config {
     pub clients: u32,
     /// Seed of the run.
     pub seed: u64,
-    /// How to start the service and the clients.
-    pub launcher: Launcher,
+    /// The `pmlab` executable that plays the service (`pmlab fs serve`) and the clients
+    /// (`pmlab fs stress-worker`).
+    pub pmlab: PathBuf,
     /// The SCM write model of the service and the clients (they get it through
     /// `pmlab_native::scm_model::WRITE_MODEL_ENV`).
     pub scm_model: WriteModel,
@@ -274,7 +182,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
             socket: sock.clone(),
         };
         let mut svc = serve
-            .command(&cfg.launcher)
+            .command(&cfg.pmlab)
             .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -297,7 +205,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
                     dir: format!("/c{i}"),
                     oracle: log_of(i),
                 }
-                .command(&cfg.launcher)
+                .command(&cfg.pmlab)
                 .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())

@@ -276,9 +276,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 kills,
                 clients,
                 seed,
-                launcher: pmlab_fscheck::stress::Launcher::Pmlab(
-                    std::env::current_exe().context("locating the pmlab executable")?,
-                ),
+                pmlab: std::env::current_exe().context("locating the pmlab executable")?,
                 scm_model,
             };
             println!(

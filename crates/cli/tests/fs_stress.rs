@@ -1,23 +1,8 @@
 //! A short `pmlab fs stress` run with its fsync oracle: ten SIGKILLs of the service or a
 //! client, each followed by recovery, fsck and the check of every acknowledged fsync.
-//!
-//! The driver needs executables to kill; a test cannot build the `pmlab` binary, so it
-//! re-runs this test binary, whose `stress_child` test runs the role it is given in the
-//! environment (and does nothing in an ordinary test run).
+//! The processes it kills are the real `pmlab fs serve` and `pmlab fs stress-worker`.
 
-use pmlab_fscheck::stress::{self, Config, Launcher, Role};
-
-#[test]
-fn stress_child() {
-    if let Some(role) = Role::from_env() {
-        let code = match stress::run_role(&role) {
-            Ok(()) => 0,
-            Err(_) => 1,
-        };
-        // Never return into the test harness: the child is only this role.
-        std::process::exit(code);
-    }
-}
+use pmlab_fscheck::stress::{self, Config};
 
 #[test]
 fn ten_kills_keep_every_fsync_promise() {
@@ -30,10 +15,7 @@ fn ten_kills_keep_every_fsync_promise() {
         // while the others work) is part of what every kill interrupts.
         clients: 3,
         seed: 7,
-        launcher: Launcher::TestBinary {
-            exe: std::env::current_exe().unwrap(),
-            test: "stress_child".into(),
-        },
+        pmlab: env!("CARGO_BIN_EXE_pmlab").into(),
         scm_model: Default::default(),
     };
     let rounds = stress::run(&cfg, |r| {

@@ -1,0 +1,3 @@
+//! Helpers shared by the file system's integration tests.
+
+pub mod child;
