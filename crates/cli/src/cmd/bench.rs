@@ -12,9 +12,13 @@ use std::path::{Path, PathBuf};
 pub struct Args {
     /// Trace to run (any format and compression the trace crate reads); it is converted
     /// to din text and to pmlab's binary format (uncompressed) in /dev/shm (or the
-    /// temporary directory) first.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/validation/dinero/traces/sort.din.xz"))]
-    trace: PathBuf,
+    /// temporary directory) first. Default: the trace the binary carries, 4,000,000
+    /// references of GNU sort (the Dinero IV validation slice, data/validation/dinero).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Use only the first N references of the trace.
+    #[arg(long)]
+    limit: Option<usize>,
     /// Path of a Dinero IV binary (`dineroIV`) to time on the same trace and configurations.
     #[arg(long)]
     dinero: Option<PathBuf>,
@@ -106,9 +110,37 @@ fn median_secs(timings: &[bench::Timing]) -> [f64; 2] {
 }
 
 /// Converts the trace to din text and binary in `dir`; returns the reference count.
-fn prepare(trace: &Path, dir: &Path) -> anyhow::Result<u64> {
+/// The trace `pmlab bench` runs when none is named, carried in the binary so that an
+/// installed `pmlab` needs no file beside it.
+const BUILTIN_TRACE: &[u8] =
+    include_bytes!("../../../../data/validation/dinero/traces/sort.din.xz");
+/// How the built-in trace is named in the report.
+const BUILTIN_NAME: &str = "built-in sort.din.xz (GNU sort, 4,000,000 references)";
+
+/// The trace to run: `--trace`, or the built-in one written into `dir`.
+fn trace_path(args: &Args, dir: &Path) -> anyhow::Result<PathBuf> {
+    match &args.trace {
+        Some(t) => Ok(t.clone()),
+        None => {
+            let path = dir.join("builtin.din.xz");
+            std::fs::write(&path, BUILTIN_TRACE)
+                .with_context(|| format!("writing {}", path.display()))?;
+            Ok(path)
+        }
+    }
+}
+
+/// How the report names the trace.
+fn trace_name(args: &Args) -> String {
+    args.trace
+        .as_ref()
+        .map_or_else(|| BUILTIN_NAME.to_string(), |t| t.display().to_string())
+}
+
+fn prepare(trace: &Path, limit: Option<usize>, dir: &Path) -> anyhow::Result<u64> {
     let mut src = pmlab_trace::open_trace(&trace.to_string_lossy(), None)?;
-    let refs = pmlab_trace::read_all(&mut *src)?;
+    let mut refs = pmlab_trace::read_all(&mut *src)?;
+    refs.truncate(limit.unwrap_or(usize::MAX));
     for (name, format) in [
         ("trace.din", Format::DinExtended),
         ("trace.bin", Format::Binary),
@@ -136,20 +168,23 @@ fn scratch_root() -> PathBuf {
 /// Runs `pmlab bench`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.reps >= 1, "--reps: must be at least 1");
-    let dir = scratch_root().join(format!("pmlab-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = run_in(&args, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    // Removed when dropped, whether the run succeeds, fails or panics.
+    let root = scratch_root();
+    let dir = tempfile::Builder::new()
+        .prefix("pmlab-bench-")
+        .tempdir_in(&root)
+        .with_context(|| format!("creating a scratch directory in {}", root.display()))?;
+    run_in(&args, dir.path())
 }
 
 fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
-    let n =
-        prepare(&args.trace, dir).with_context(|| format!("preparing {}", args.trace.display()))?;
+    let trace = trace_path(args, dir)?;
+    let n = prepare(&trace, args.limit, dir)
+        .with_context(|| format!("preparing {}", trace_name(args)))?;
     let (din, bin) = (dir.join("trace.din"), dir.join("trace.bin"));
     eprintln!(
         "pmlab bench: {} ({n} references), {} repetitions",
-        args.trace.display(),
+        trace_name(args),
         args.reps
     );
     // Rates are kept per clock: [0] elapsed time, [1] processor time (user + system).
@@ -276,7 +311,7 @@ fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
     );
     let sep_rate = sep_rate[0];
     let doc = serde_json::json!({
-        "trace": args.trace,
+        "trace": trace_name(args),
         "references": n,
         "repetitions": args.reps,
         "statistic": "median",
