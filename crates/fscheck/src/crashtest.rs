@@ -392,6 +392,23 @@ fn explore_recovery(
     Ok((explored.points, explored.images, failures))
 }
 
+/// A volume image after `batches` seeded batches of the crash test's workload, all
+/// committed and durable: a realistic metadata space (directories, files with mapped
+/// pages, KVFS objects, links, a used redo log) for tests that damage volumes.
+pub fn populated_image(seed: u64, batches: usize) -> Result<Vec<u8>, CrashTestError> {
+    let cfg = Config::small(seed);
+    let (mut m, sb, domains, mut log) = build(&cfg)?;
+    let mut workload = Workload::new(sb.inode_count, sb.domain_pages, sb.kv_object_pages, domains);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(sub_seed(seed, 3));
+    for batch in 0..batches {
+        let (ops, _) = workload.batch(&mut rng, cfg.max_ops);
+        serve(&mut m, sb, &mut log, &encode_batch(&ops))
+            .map_err(|why| CrashTestError::Refused { seed, batch, why })?;
+    }
+    m.persist_all();
+    Ok(m.crash())
+}
+
 /// Runs a crash test: builds the volume, commits `cfg.batches` seeded batches and
 /// explores every crash point of each (and of the recovery of some of their images).
 pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
