@@ -265,6 +265,9 @@ pub enum CrashTestError {
     /// Building the volume or reading it failed.
     #[error("file system: {0}")]
     Fs(#[from] FsError),
+    /// A recording reached the machine's limit, so it could not be explored whole.
+    #[error("{0}")]
+    Recording(#[from] pmlab_model::RecordingOverflow),
     /// The service refused a batch the workload drew as valid (a workload or service bug).
     #[error("seed {seed}, batch {batch}: the service refused the batch: {why}")]
     Refused {
@@ -378,6 +381,9 @@ fn explore_recovery(
         Ok(())
     });
     res?;
+    if let Some(o) = rec.overflow() {
+        return Err(o.into());
+    }
     let explored = rec.explore(opts, |c| match oracle.judge(c.bytes)?.state {
         s if s == want => Ok(()),
         s => Err(format!(
@@ -456,6 +462,9 @@ pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
         let mut oracle = Oracle::new(cfg.protocol, &before, &after);
         // Images whose recovery replays the log, to crash that recovery in turn.
         let mut replays: Vec<(Vec<u8>, Recovered)> = Vec::new();
+        if let Some(o) = rec.overflow() {
+            return Err(o.into());
+        }
         let explored = rec.explore(&opts, |c: &CrashImage<'_>| {
             let v = oracle.judge(c.bytes)?;
             if v.replayed && replays.len() < cfg.recovery_crashes {

@@ -63,11 +63,13 @@ pub use config::{
 };
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;
+pub use machine::DEFAULT_RECORDING_LIMIT;
 pub use machine::{Machine, MachineStats};
 pub use os_pages::OsPages;
 pub use paging::{DemandPages, IdentityPages, PageSize, PageTables};
 pub use persist::{DurableState, Event, PendingFlush, PointKind};
 pub use recording::{
     CrashFailure, CrashImage, ExploreOptions, ExploreReport, Granularity, PendingChoice, Recording,
+    RecordingOverflow,
 };
 pub use tlb::{MAX_TLB_ENTRIES, Tlb, TlbConfig, TlbStats};
