@@ -136,6 +136,78 @@ fn one_char(flag: &str, value: &str, allowed: &str, what: &str) -> Result<char, 
     }
 }
 
+/// Level `n` (from 1) from its unified, instruction and data caches' flags.
+fn level(n: usize, [u, i, d]: &[CacheFlags; 3]) -> Result<Level, ArgError> {
+    let split = i.any() || d.any();
+    if u.any() && split {
+        return Err(ArgError::Incomplete(format!(
+            "level {n} has i or d together with u cache parameters"
+        )));
+    }
+    if u.any() {
+        return Ok(Level::Unified(cache(n, u, 0)?));
+    }
+    if !split {
+        return Err(ArgError::Incomplete(format!(
+            "no level {n} cache specified"
+        )));
+    }
+    if !i.any() || !d.any() {
+        let missing = if i.any() { 'd' } else { 'i' };
+        return Err(ArgError::Incomplete(format!(
+            "level {n}: a split level needs both caches; -l{n}-{missing}size and -l{n}-{missing}bsize are missing"
+        )));
+    }
+    Ok(Level::Split {
+        instr: cache(n, i, 1)?,
+        data: cache(n, d, 2)?,
+    })
+}
+
+/// The cache of level `n` on side `idu` (0 unified, 1 instruction, 2 data) from its flags.
+fn cache(n: usize, f: &CacheFlags, idu: usize) -> Result<CacheConfig, ArgError> {
+    let t = IDU[idu];
+    let size = f.size.ok_or_else(|| {
+        ArgError::Incomplete(format!(
+            "level {n} {t}cache: size not specified (-l{n}-{t}size)"
+        ))
+    })?;
+    let bsize = f.bsize.ok_or_else(|| {
+        ArgError::Incomplete(format!(
+            "level {n} {t}cache: block size not specified (-l{n}-{t}bsize)"
+        ))
+    })?;
+    if let Some(sb) = f.sbsize.filter(|&sb| sb != bsize) {
+        return Err(unsupported(
+            &format!("-l{n}-{t}sbsize"),
+            format!(
+                "{sb}: sub-blocks are not implemented; the sub-block size must equal the block size {bsize}"
+            ),
+        ));
+    }
+    let assoc = f.assoc.unwrap_or(1);
+    if assoc == 0 {
+        return Err(bad(&format!("-l{n}-{t}assoc"), "0", "must be at least 1"));
+    }
+    let repl = match f.repl.unwrap_or('l') {
+        'f' => Replacement::Fifo,
+        'r' => Replacement::Random,
+        'p' => Replacement::TreePlru,
+        _ => Replacement::Lru,
+    };
+    let c = CacheConfig {
+        size,
+        block_size: bsize,
+        assoc,
+        repl,
+        write_back: f.wback.unwrap_or('a') == 'a',
+        write_allocate: f.walloc.unwrap_or('a') == 'a',
+        ccc: f.ccc,
+    };
+    c.validate(&format!("l{n}-{t}cache"))?;
+    Ok(c)
+}
+
 /// `-on-trigger`/`-off-trigger`: a hexadecimal address, of which only 0 (no trigger) is
 /// implemented.
 fn check_trigger(flag: &str, v: &str) -> Result<(), ArgError> {
@@ -334,77 +406,9 @@ impl DineroArgs {
                 "cache size and block size must be specified, e.g.: -l1-isize 16k -l1-dsize 8192 -l1-ibsize 32 -l1-dbsize 16".into(),
             ));
         };
-        let mut levels = Vec::new();
-        for lev in 0..maxlevel {
-            let [u, i, d] = &self.flags[lev];
-            let n = lev + 1;
-            let cache = |f: &CacheFlags, idu: usize| -> Result<CacheConfig, ArgError> {
-                let t = IDU[idu];
-                let size = f.size.ok_or_else(|| {
-                    ArgError::Incomplete(format!(
-                        "level {n} {t}cache: size not specified (-l{n}-{t}size)"
-                    ))
-                })?;
-                let bsize = f.bsize.ok_or_else(|| {
-                    ArgError::Incomplete(format!(
-                        "level {n} {t}cache: block size not specified (-l{n}-{t}bsize)"
-                    ))
-                })?;
-                if let Some(sb) = f.sbsize.filter(|&sb| sb != bsize) {
-                    return Err(ArgError::Unsupported {
-                        flag: format!("-l{n}-{t}sbsize"),
-                        message: format!(
-                            "{sb}: sub-blocks are not implemented; the sub-block size must equal the block size {bsize}"
-                        ),
-                    });
-                }
-                let assoc = f.assoc.unwrap_or(1);
-                if assoc == 0 {
-                    return Err(bad(&format!("-l{n}-{t}assoc"), "0", "must be at least 1"));
-                }
-                let repl = match f.repl.unwrap_or('l') {
-                    'f' => Replacement::Fifo,
-                    'r' => Replacement::Random,
-                    'p' => Replacement::TreePlru,
-                    _ => Replacement::Lru,
-                };
-                let c = CacheConfig {
-                    size,
-                    block_size: bsize,
-                    assoc,
-                    repl,
-                    write_back: f.wback.unwrap_or('a') == 'a',
-                    write_allocate: f.walloc.unwrap_or('a') == 'a',
-                    ccc: f.ccc,
-                };
-                c.validate(&format!("l{n}-{t}cache"))?;
-                Ok(c)
-            };
-            let split = i.any() || d.any();
-            if u.any() && split {
-                return Err(ArgError::Incomplete(format!(
-                    "level {n} has i or d together with u cache parameters"
-                )));
-            }
-            if u.any() {
-                levels.push(Level::Unified(cache(u, 0)?));
-            } else if split {
-                if !i.any() || !d.any() {
-                    let missing = if i.any() { 'd' } else { 'i' };
-                    return Err(ArgError::Incomplete(format!(
-                        "level {n}: a split level needs both caches; -l{n}-{missing}size and -l{n}-{missing}bsize are missing"
-                    )));
-                }
-                levels.push(Level::Split {
-                    instr: cache(i, 1)?,
-                    data: cache(d, 2)?,
-                });
-            } else {
-                return Err(ArgError::Incomplete(format!(
-                    "no level {n} cache specified"
-                )));
-            }
-        }
+        let levels = (0..maxlevel)
+            .map(|lev| level(lev + 1, &self.flags[lev]))
+            .collect::<Result<Vec<_>, _>>()?;
         let h = HierarchyConfig { levels };
         h.validate()?;
         Ok(h)
