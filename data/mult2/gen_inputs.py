@@ -27,7 +27,7 @@ SCALES = {
     # files in the compile series, rectangles per magic layer, router rows and columns
     "quick": {"files": 6, "funcs": (1, 6), "rects": 2500, "cells": (48, 48), "lines": 400,
               "sor": 700, "tree": 200000, "chains": (120, 40), "grid": 90},
-    "full": {"files": 30, "funcs": (2, 40), "rects": 6000, "cells": (90, 90), "lines": 3000,
+    "full": {"files": 6, "funcs": (2, 12), "rects": 6000, "cells": (90, 90), "lines": 3000,
              "sor": 900, "tree": 1000000, "chains": (400, 60), "grid": 180},
 }
 

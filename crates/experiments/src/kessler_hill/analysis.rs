@@ -97,7 +97,11 @@ pub(crate) fn least_squares(points: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
         return None;
     }
     let slope = sxy / sxx;
-    let r = if syy == 0.0 { 0.0 } else { sxy / (sxx * syy).sqrt() };
+    let r = if syy == 0.0 {
+        0.0
+    } else {
+        sxy / (sxx * syy).sqrt()
+    };
     Some((slope, my - slope * mx, r))
 }
 
@@ -110,7 +114,11 @@ mod tests {
     /// fictional associativity of 1.6" and "equivalent to a 1.7 megabyte cache".
     #[test]
     fn equivalences_reproduce_the_papers_readings() {
-        let (r1, r2, h1) = (TABLE1[0].random.0, TABLE1[1].random.0, TABLE1[0].hierarchical.0);
+        let (r1, r2, h1) = (
+            TABLE1[0].random.0,
+            TABLE1[1].random.0,
+            TABLE1[0].hierarchical.0,
+        );
         let r4 = TABLE1[3].random.0;
         let ways = equivalent(r1, r2, h1, 1.0, 2.0);
         let size = equivalent(r1, r4, h1, 1.0, 4.0);

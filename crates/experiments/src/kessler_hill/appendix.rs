@@ -102,11 +102,16 @@ pub(crate) fn table(runs: &[AppendixRun]) -> Table {
                     .collect();
                 summarize(&v, 0.90)
             };
-            let (Some(r), Some(h)) = (cell(PolicyKind::Random), cell(PolicyKind::Hierarchical)) else {
+            let (Some(r), Some(h)) = (cell(PolicyKind::Random), cell(PolicyKind::Hierarchical))
+            else {
                 continue;
             };
             let mut row = vec![
-                format!("{} ({} M instr.)", run.name, run.schedule.instructions / 1_000_000),
+                format!(
+                    "{} ({} M instr.)",
+                    run.name,
+                    run.schedule.instructions / 1_000_000
+                ),
                 format!("{size}M {assoc}-way"),
                 format!("{:.4} ± {:.4}", r.mean, r.half_width),
                 format!("{:.4} ± {:.4}", h.mean, h.half_width),

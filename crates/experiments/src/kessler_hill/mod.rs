@@ -159,7 +159,10 @@ pub fn schedules(config: &Config) -> Vec<ScheduleSpec> {
 pub fn plan(config: &Config, schedules: &[ScheduleSpec]) -> Vec<(usize, PassSpec)> {
     let mut jobs = Vec::new();
     let careful_pair = |p: PolicyKind| matches!(p, PolicyKind::Random | PolicyKind::Hierarchical);
-    for (pool, l2) in [(config.pools.0, L2Set::All), (config.pools.1, L2Set::Table3)] {
+    for (pool, l2) in [
+        (config.pools.0, L2Set::All),
+        (config.pools.1, L2Set::Table3),
+    ] {
         for policy in PolicyKind::ALL {
             let n = if careful_pair(policy) {
                 config.samples

@@ -154,6 +154,7 @@ pub const TABLE4: [[f64; 5]; 9] = [
 
 /// Appendix A's single-program traces: (name, rows in [`L2_CONFIGS`] order, each random mean,
 /// half-width, median, hierarchical mean, half-width, median, reduction percent).
+#[allow(clippy::approx_constant)] // Sor's 0.3183 is a half-width, not 1/pi.
 pub const APPENDIX_A: [(&str, [[f64; 7]; 9]); 4] = [
     (
         "Sor",
@@ -227,13 +228,14 @@ mod tests {
         }
     }
 
-    /// Appendix A's rows check the same way.
+    /// Appendix A's rows check the same way (the paper truncates some: Lin 4M 4-way's
+    /// 68.27% is printed 68.2%).
     #[test]
     fn appendix_reductions_match_their_means() {
         for (name, rows) in APPENDIX_A {
             for r in rows {
                 let red = 100.0 * (r[0] - r[3]) / r[0];
-                assert!((red - r[6]).abs() < 0.06, "{name} {r:?}: {red}");
+                assert!((red - r[6]).abs() < 0.1, "{name} {r:?}: {red}");
             }
         }
     }

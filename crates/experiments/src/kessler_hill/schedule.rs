@@ -120,7 +120,11 @@ fn lanes(workload: &Workload, wanted: Option<usize>) -> Vec<Lane> {
         };
         let s = &workload.streams[stream];
         let len = s.programs.len();
-        let start = if offset == 0 { 0 } else { (len * offset / (offset + 1)) % len };
+        let start = if offset == 0 {
+            0
+        } else {
+            (len * offset / (offset + 1)) % len
+        };
         let mut programs = s.programs[start..].to_vec();
         programs.extend_from_slice(&s.programs[..start]);
         out.push(Lane {
@@ -139,7 +143,9 @@ fn quantum(spec: &ScheduleSpec, rng: &mut Xoshiro256PlusPlus) -> u64 {
         Scheduler::RoundRobin => spec.mean_quantum.max(1),
         Scheduler::Random => {
             let u: f64 = rng.r#gen::<f64>();
-            ((-(1.0 - u).ln()) * spec.mean_quantum as f64).round().max(1.0) as u64
+            ((-(1.0 - u).ln()) * spec.mean_quantum as f64)
+                .round()
+                .max(1.0) as u64
         }
     }
 }
@@ -176,7 +182,11 @@ fn run_quantum(workload: &Workload, lane: &mut Lane, q: u64, next_asid: &mut u32
         let p = lane.programs[lane.next];
         lane.next += 1;
         *next_asid += 1;
-        (p, 0, Asid::try_from(*next_asid).expect("fewer than 65536 processes"))
+        (
+            p,
+            0,
+            Asid::try_from(*next_asid).expect("fewer than 65536 processes"),
+        )
     });
     let refs = &workload.programs[program].refs;
     let mut used = 0u64;
@@ -330,7 +340,10 @@ mod tests {
             .map(|g| (g.end - g.start) as u64)
             .sum();
         assert_eq!(long, 2000);
-        assert!(s.segments.last().unwrap().exits, "ends with the long program");
+        assert!(
+            s.segments.last().unwrap().exits,
+            "ends with the long program"
+        );
         assert_eq!(s.segments[0].program, 0);
         assert_eq!(s.segments[1].program, 1);
         assert_eq!((s.segments[0].end, s.segments[1].end), (40, 40));

@@ -14,8 +14,22 @@ const DIRECT: [u64; 3] = [1, 4, 16];
 pub(crate) fn reductions(report: &Report, s: usize) -> ([f64; 3], [f64; 3]) {
     let red = |size, warm| {
         reduction(
-            mean(&report.passes, s, PolicyKind::Random, report.large_pool, (size, 1), warm),
-            mean(&report.passes, s, PolicyKind::Hierarchical, report.large_pool, (size, 1), warm),
+            mean(
+                &report.passes,
+                s,
+                PolicyKind::Random,
+                report.large_pool,
+                (size, 1),
+                warm,
+            ),
+            mean(
+                &report.passes,
+                s,
+                PolicyKind::Hierarchical,
+                report.large_pool,
+                (size, 1),
+                warm,
+            ),
         )
     };
     (DIRECT.map(|z| red(z, false)), DIRECT.map(|z| red(z, true)))
@@ -42,14 +56,25 @@ pub(crate) fn table(report: &Report) -> Table {
         let n = super::analysis::select(&report.passes, s, PolicyKind::Random, report.large_pool)
             .count();
         t.row(vec![
-            if s == 0 { "main".into() } else { format!("#{s}") },
+            if s == 0 {
+                "main".into()
+            } else {
+                format!("#{s}")
+            },
             sched.spec.mean_quantum.to_string(),
             sched.streams.to_string(),
             format!("{:.0}", sched.mean_switch_interval()),
             sched.processes.to_string(),
             format!(
                 "{:.4}",
-                mean(&report.passes, s, PolicyKind::Random, report.large_pool, (1, 1), false)
+                mean(
+                    &report.passes,
+                    s,
+                    PolicyKind::Random,
+                    report.large_pool,
+                    (1, 1),
+                    false
+                )
             ),
             all.map(pct).join(" / "),
             warm.map(pct).join(" / "),
@@ -76,7 +101,10 @@ pub(crate) fn differences(report: &Report) -> Table {
     );
     let (all, warm) = reductions(report, 0);
     for (k, &size) in DIRECT.iter().enumerate() {
-        let row = TABLE1.iter().find(|r| r.size_mib == size && r.assoc == 1).expect("in Table 1");
+        let row = TABLE1
+            .iter()
+            .find(|r| r.size_mib == size && r.assoc == 1)
+            .expect("in Table 1");
         let r = report.mean(PolicyKind::Random, report.large_pool, (size, 1), false);
         t.row(vec![
             format!("{size}M 1-way"),
@@ -90,7 +118,9 @@ pub(crate) fn differences(report: &Report) -> Table {
     let cold = report
         .passes
         .iter()
-        .filter(|(s, p)| *s == 0 && p.spec.policy == PolicyKind::Random && p.spec.pool == report.large_pool)
+        .filter(|(s, p)| {
+            *s == 0 && p.spec.policy == PolicyKind::Random && p.spec.pool == report.large_pool
+        })
         .map(|(_, p)| 1000.0 * p.cold_blocks as f64 / p.instructions.max(1) as f64)
         .sum::<f64>()
         / report.samples().max(1) as f64;

@@ -91,7 +91,13 @@ impl Report {
         let mut disagree = 0;
         for (row, &l2) in TABLE1.iter().zip(&L2_CONFIGS) {
             let r = cell(&self.passes, 0, PolicyKind::Random, self.large_pool, l2);
-            let h = cell(&self.passes, 0, PolicyKind::Hierarchical, self.large_pool, l2);
+            let h = cell(
+                &self.passes,
+                0,
+                PolicyKind::Hierarchical,
+                self.large_pool,
+                l2,
+            );
             let (Some(r), Some(h)) = (r, h) else { continue };
             let ours = separate((r.mean, r.half_width), (h.mean, h.half_width));
             let theirs = separate(
@@ -196,6 +202,22 @@ impl Report {
             self.small_pool >> 10
         ));
         t.note("the page conflicts within one address space beyond the minimum, in the 4 MiB direct-mapped cache.");
+        t.note("Every sample (MPI x 1000, 4 MiB direct-mapped), large pool | small pool:");
+        for (i, policy) in PolicyKind::ALL.into_iter().enumerate() {
+            let list = |pool| {
+                super::analysis::samples(&self.passes, 0, policy, pool, l2, false)
+                    .iter()
+                    .map(|v| format!("{v:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            t.note(format!(
+                "  {:<15} {} | {}",
+                HEURISTICS[i],
+                list(self.large_pool),
+                list(self.small_pool)
+            ));
+        }
         t
     }
 
@@ -278,15 +300,12 @@ fn summary_line(report: &Report, w: &Workload, config: &Config) -> String {
         .iter()
         .map(|st| format!("{} ({} traces)", st.name, st.programs.len()))
         .collect();
-    let active: Vec<f64> = super::analysis::select(
-        &report.passes,
-        0,
-        PolicyKind::Random,
-        report.large_pool,
-    )
-    .map(|p| p.active_pages.0)
-    .collect();
-    let active_mb = active.iter().sum::<f64>() / active.len().max(1) as f64 * config.page_size as f64
+    let active: Vec<f64> =
+        super::analysis::select(&report.passes, 0, PolicyKind::Random, report.large_pool)
+            .map(|p| p.active_pages.0)
+            .collect();
+    let active_mb = active.iter().sum::<f64>() / active.len().max(1) as f64
+        * config.page_size as f64
         / (1 << 20) as f64;
     format!(
         "workload {}: streams {}; {} processes ran ({} exited), {} references, {} instructions;\n\

@@ -250,25 +250,37 @@ pub fn parse_manifest(path: &Path) -> Result<Vec<(String, Role, String)>, Worklo
         if fields.len() < 3 {
             return Err(err(
                 "line",
-                format!("expected stream, role, trace and command separated by tabs, found {line:?}"),
+                format!(
+                    "expected stream, role, trace and command separated by tabs, found {line:?}"
+                ),
             ));
         }
         let role = match fields[1] {
             "long" => Role::Long,
             "series" => Role::Series,
-            other => return Err(err("role", format!("`{other}` is neither `long` nor `series`"))),
+            other => {
+                return Err(err(
+                    "role",
+                    format!("`{other}` is neither `long` nor `series`"),
+                ));
+            }
         };
         let (stream, file) = (fields[0].to_string(), fields[2].to_string());
         if stream.is_empty() || file.is_empty() || file.contains('/') {
-            return Err(err("trace", format!("`{file}` of stream `{stream}` is not a file name")));
+            return Err(err(
+                "trace",
+                format!("`{file}` of stream `{stream}` is not a file name"),
+            ));
         }
-        if let Some((_, r, _)) = out.iter().find(|(s, _, _)| *s == stream) {
-            if *r != role || role == Role::Long {
-                return Err(err(
-                    "stream",
-                    format!("stream `{stream}` is listed again (a long stream has one process, a series one role)"),
-                ));
-            }
+        if let Some((_, r, _)) = out.iter().find(|(s, _, _)| *s == stream)
+            && (*r != role || role == Role::Long)
+        {
+            return Err(err(
+                "stream",
+                format!(
+                    "stream `{stream}` is listed again (a long stream has one process, a series one role)"
+                ),
+            ));
         }
         out.push((stream, role, file));
     }

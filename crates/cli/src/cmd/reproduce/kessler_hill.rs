@@ -31,6 +31,12 @@ pub struct Args {
     /// Concurrent streams (default: the workload's).
     #[arg(long)]
     streams: Option<usize>,
+    /// The large pool of available frames (the paper: 4 MiB), e.g. `16MiB`.
+    #[arg(long, default_value = "4MiB", value_parser = pmlab_spine::parse_size)]
+    large_pool: u64,
+    /// The small pool (the paper: 256 KiB).
+    #[arg(long, default_value = "256KiB", value_parser = pmlab_spine::parse_size)]
+    small_pool: u64,
     /// Skip the sensitivity runs.
     #[arg(long)]
     no_sensitivity: bool,
@@ -66,6 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Scheduler::Random
     };
     config.streams = args.streams;
+    config.pools = (args.large_pool, args.small_pool);
     // The paper plots 100-million-instruction windows of a 3-6 billion instruction trace;
     // ours are shorter, so the window scales down with them.
     config.window = if quick { 1_000_000 } else { 10_000_000 };
@@ -81,8 +88,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config.threads = t.max(1);
     }
     eprintln!("reading the workload in {} ...", dir.display());
-    let workload =
-        Workload::load(&dir).with_context(|| format!("reading the workload in {}", dir.display()))?;
+    let workload = Workload::load(&dir)
+        .with_context(|| format!("reading the workload in {}", dir.display()))?;
     // Appendix A's single large programs, when the workload directory has them.
     let appendix = Workload::trace_files(&dir.join("appendix"))?
         .iter()
