@@ -53,21 +53,23 @@ pub mod os_pages;
 pub mod paging;
 pub mod persist;
 pub mod recording;
+pub mod segment_pages;
 pub mod tlb;
 
 pub use adapters::dinero_hierarchy;
 pub use cache_levels::{CacheLevels, Uncached};
 pub use config::{
-    CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, PersistConfig, PlacementConfig,
-    ReplacementPolicy, TranslationConfig,
+    CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, OsCostConfig, PersistConfig,
+    PlacementConfig, ReplacementPolicy, TranslationConfig,
 };
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;
-pub use machine::{Machine, MachineStats};
+pub use machine::{Machine, MachineStats, SwitchCost};
 pub use os_pages::OsPages;
 pub use paging::{DemandPages, IdentityPages, PageSize, PageTables};
 pub use persist::{DurableState, Event, PendingFlush, PointKind};
 pub use recording::{
     CrashFailure, CrashImage, ExploreOptions, ExploreReport, Granularity, PendingChoice, Recording,
 };
+pub use segment_pages::SharedSegments;
 pub use tlb::{Tlb, TlbConfig, TlbStats};
