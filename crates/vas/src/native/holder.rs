@@ -31,6 +31,11 @@ impl Holder {
         Holder { pid, start }
     }
 
+    /// Whether process `pid` runs (exists and is not a zombie), whatever its start.
+    pub fn alive_ignoring_start(&self) -> bool {
+        stat_of(self.pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+    }
+
     /// Whether the process still runs: it exists, is not a zombie (killed but not yet
     /// reaped), and started when the slot says (its pid was not reused).
     pub fn alive(&self) -> bool {

@@ -11,6 +11,7 @@
 //! real); which mechanism ran is reported ([`Mechanism`]).
 
 mod attach;
+pub mod check;
 mod holder;
 pub mod lock;
 mod mapped;
