@@ -135,17 +135,22 @@ unsafe impl<T, R: Region> PersistIn<R> for SegPtr<T, Global> {}
 // SAFETY: a private pointer may be kept in the same process's private segments.
 unsafe impl<T> PersistIn<Private> for SegPtr<T, Private> {}
 
+/// An invariant lifetime: the brand of one [`enter`] (neither longer nor shorter
+/// lifetimes convert to it, so two brands never unify).
+type Brand<'v> = PhantomData<fn(&'v ()) -> &'v ()>;
+
 /// The token of an active VAS, branded with the fresh lifetime `'v` of one [`enter`].
 pub struct Active<'v> {
     spaces: *mut NativeSpaces,
     vh: VasHandle,
-    _brand: PhantomData<fn(&'v ()) -> &'v ()>,
+    _brand: Brand<'v>,
 }
 
 /// A pointer into the non-common region `R` of the VAS branded `'v`.
 pub struct VPtr<'v, T, R: Region> {
     ptr: *mut T,
-    _brand: PhantomData<(fn(&'v ()) -> &'v (), R)>,
+    _brand: Brand<'v>,
+    _region: PhantomData<R>,
 }
 
 impl<T, R: Region> Clone for VPtr<'_, T, R> {
@@ -219,6 +224,7 @@ impl<'v> Active<'v> {
         Ok(VPtr {
             ptr: (info.base + offset) as *mut T,
             _brand: PhantomData,
+            _region: PhantomData,
         })
     }
 
@@ -286,6 +292,7 @@ impl<'v, T, R: Region> VPtr<'v, T, R> {
         VPtr {
             ptr: self.ptr.wrapping_add(count),
             _brand: PhantomData,
+            _region: PhantomData,
         }
     }
 
@@ -297,6 +304,7 @@ impl<'v, T, R: Region> VPtr<'v, T, R> {
         VPtr {
             ptr: self.ptr,
             _brand: PhantomData,
+            _region: PhantomData,
         }
     }
 }
@@ -307,6 +315,7 @@ impl<'v, U, R: Region, S: Region> VPtr<'v, SegPtr<U, S>, R> {
         VPtr {
             ptr: self.get(active).addr as *mut U,
             _brand: PhantomData,
+            _region: PhantomData,
         }
     }
 

@@ -1,8 +1,6 @@
 //! SpaceJMP §3.3's rules, enforced by types (compile-fail tests) and at run time
 //! (the checked mode), and the branded API used correctly across two VASes.
 
-mod support;
-
 use std::path::Path;
 
 use pmlab_vas::brand::{Checked, Global, SegPtr, enter};

@@ -103,7 +103,10 @@ fn one_process(
     shape: &GupsShape,
     windows: u32,
 ) -> Result<(ModelSpaces, VasHandle, Vec<SegId>, SegId), VasError> {
-    let mem = (HEAP + 4096) + shape.window_bytes * u64::from(windows) + (1 << 20);
+    // Frames for the heap and the windows; and the machine's virtual addresses stay
+    // below its memory size, so it must reach past the window's address too.
+    let frames = 4096 + shape.window_bytes * u64::from(windows);
+    let mem = frames.max(WINDOW + shape.window_bytes) + (1 << 20);
     let mut m = spaces(mem, shape.window_bytes)?;
     let heap = m.seg_alloc("heap", Some(HEAP), 4096, Mode(0o600))?;
     let segs = (0..windows)

@@ -246,7 +246,7 @@ impl SegmentSpaces {
             .map(|(&k, s)| (k, s.base_vpn, s.frames.len() as u64))
             .collect();
         let space = self.space_mut(asid)?;
-        if !space.table.covers(base + pages.max(1) - 1) || base + pages < base {
+        if base.checked_add(pages).is_none() || !space.table.covers(base + pages.max(1) - 1) {
             return Err(VasModelError::NotEnoughVaBits {
                 base: base << shift,
                 end: (base + pages) << shift,
@@ -377,7 +377,7 @@ mod tests {
             m.translate(1, 0x10).map(|t| t.0),
             m.translate(2, 0x10).map(|t| t.0)
         );
-        assert_eq!(m.translate(2, 0x10).unwrap().1, false);
+        assert!(!m.translate(2, 0x10).unwrap().1);
         m.check().unwrap();
         m.detach(1, s).unwrap();
         assert_eq!(m.translate(1, 0x10), None);
