@@ -162,6 +162,9 @@ fn a_killed_holders_lock_is_recovered_by_the_next_acquirer() {
     let lock = pmlab_vas::native::SegLock::open(&s.registry().lock_path("s0")).unwrap();
     assert_eq!(lock.state().writer.map(|h| h.pid), Some(c.id()));
     c.kill().unwrap(); // SIGKILL
+    // The broken variant (no liveness check) never gets the lock back.
+    let me = pmlab_vas::native::Holder::me();
+    assert_eq!(lock.try_acquire_ignoring_dead(me, true).unwrap(), None);
     // Not reaped yet: a zombie counts as dead.
     let r = s.vas_switch(vh).unwrap();
     assert_eq!(r.dead_holders, vec![c.id()]);

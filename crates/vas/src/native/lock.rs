@@ -317,6 +317,17 @@ impl SegLock {
         self.try_once(me, exclusive, true)
     }
 
+    /// The deliberately broken variant of [`SegLock::try_acquire`]: it never checks
+    /// whether holders are alive, as a plain process-shared lock would not. The kill
+    /// tests use it to show that a dead holder's lock is then never freed.
+    pub fn try_acquire_ignoring_dead(
+        &self,
+        me: Holder,
+        exclusive: bool,
+    ) -> Result<Option<Vec<u32>>, VasError> {
+        self.try_once(me, exclusive, false)
+    }
+
     /// Releases one hold of `me`.
     pub fn release(&self, me: Holder, exclusive: bool) -> Result<(), VasError> {
         let _g = self.guard()?;
