@@ -3,8 +3,9 @@
 //! random moments, holding or not. Checked throughout:
 //!
 //! * mutual exclusion: a writer marks the segment with its pid while inside; a process
-//!   entering finds no live writer's mark (a dead writer's mark is cleared by the next
-//!   writer, who was told the holder died);
+//!   entering finds no live writer's mark (a dead writer's mark stays until the next
+//!   writer overwrites it; whoever acquired first after the death was told of it, which
+//!   `crates/vas/tests/native.rs` checks on its own);
 //! * no lock is held by a dead process past the next acquire: every kill is followed by
 //!   acquisitions, and at the end one exclusive acquire succeeds after all workers are
 //!   killed, reporting every dead holder;
@@ -79,7 +80,7 @@ pub fn worker(a: &WorkerArgs, dir: &Path) -> anyhow::Result<()> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(a.seed);
     loop {
         let write = rng.gen_bool(0.5);
-        let report = s.vas_switch(if write { rw } else { ro })?;
+        s.vas_switch(if write { rw } else { ro })?;
         let mark = word(base, WRITER_MARK).load(Ordering::Acquire);
         if mark != 0 && mark != me && pid_alive(mark) {
             eprintln!(
@@ -90,13 +91,9 @@ pub fn worker(a: &WorkerArgs, dir: &Path) -> anyhow::Result<()> {
         }
         if write {
             if mark != 0 {
-                // The previous writer died inside; we were told so on the way in.
-                if report.dead_holders.is_empty() {
-                    eprintln!(
-                        "VIOLATION: stale mark of {mark} but no dead holder reported to {me}"
-                    );
-                    std::process::exit(3);
-                }
+                // The previous writer died inside (its mark's pid is dead, checked
+                // above). Its hold was cleared by whoever acquired next: this writer,
+                // or a reader before it (who cannot clear the mark: read-only).
                 word(base, RECOVERED).fetch_add(1, Ordering::Relaxed);
             }
             word(base, WRITER_MARK).store(me, Ordering::Release);
@@ -131,6 +128,19 @@ fn setup(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The workers alive, killed whenever the test ends (also on an error), so that none
+/// outlives it.
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for w in &mut self.0 {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
 /// Runs the kill test.
 pub fn run(a: &Args, dir: Option<PathBuf>) -> anyhow::Result<()> {
     let scratch = match &dir {
@@ -145,11 +155,12 @@ pub fn run(a: &Args, dir: Option<PathBuf>) -> anyhow::Result<()> {
     setup(&dir).with_context(|| format!("setting up {}", dir.display()))?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(a.seed);
     let mut next_seed = a.seed.wrapping_mul(1000);
-    let mut workers = Vec::new();
+    let mut guard = Workers(Vec::new());
     for _ in 0..a.workers.max(1) {
         next_seed += 1;
-        workers.push(spawn(&dir, next_seed)?);
+        guard.0.push(spawn(&dir, next_seed)?);
     }
+    let workers = &mut guard.0;
     let started = Instant::now();
     let progress = indicatif::ProgressBar::new(u64::from(a.kills));
     for _ in 0..a.kills {
@@ -172,7 +183,7 @@ pub fn run(a: &Args, dir: Option<PathBuf>) -> anyhow::Result<()> {
     progress.finish_and_clear();
     // Let the survivors run past the last kill, then kill them all, holding or not.
     std::thread::sleep(Duration::from_millis(50));
-    for w in &mut workers {
+    for w in workers.iter_mut() {
         if let Some(st) = w.try_wait()? {
             bail!("worker {} exited by itself ({st}): a violation", w.id());
         }
