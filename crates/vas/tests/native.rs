@@ -3,14 +3,11 @@
 //! recovery from a killed holder, kernel-enforced permissions for a second uid, and bad
 //! input refused with its location.
 
-mod support;
-
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 
+use pmlab_testkit::child;
 use pmlab_vas::native::{Mechanism, NativeSpaces};
 use pmlab_vas::{Access, AttachTo, Mode, SegCtl, SpaceJmp, VasCtl, VasError};
-use support::child;
 
 /// A fresh registry on tmpfs, in its own address window so that the tests, which run
 /// as threads of one process, never place segments at the same address.
@@ -219,14 +216,15 @@ fn a_uid_without_write_permission_gets_no_writable_mapping() {
         .unwrap();
     s.vas_ctl(vid, VasCtl::SetMode(Mode(0o644))).unwrap();
     s.seg_ctl(sid, SegCtl::SetMode(Mode(0o644))).unwrap(); // others: read only
+    let exe = child::ForeignExecutable::new().unwrap();
     let run = |role: &str| {
-        child::command(
+        exe.command_as(
             "a_uid_without_write_permission_gets_no_writable_mapping",
             role,
+            65534,
+            65534,
         )
         .env("VAS_DIR", dir.path())
-        .uid(65534)
-        .gid(65534)
         .output()
         .unwrap()
     };
