@@ -176,60 +176,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
     let mut rounds = Vec::new();
     for round in 0..cfg.kills {
-        let _ = std::fs::remove_file(&sock);
-        let serve = Role::Serve {
-            volume: cfg.volume.clone(),
-            socket: sock.clone(),
-        };
-        let mut svc = serve
-            .command(&cfg.pmlab)
-            .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| FsError::io("spawn the service", e))?;
-        let t0 = Instant::now();
-        while !sock.exists() {
-            if t0.elapsed() > Duration::from_secs(20) {
-                kill(&mut svc);
-                return Err(FsError::Protocol("the service did not start".into()));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
         let log_of = |i: u32| logs.join(format!("r{round}.c{i}.log"));
-        let mut workers: Vec<Child> = (0..cfg.clients)
-            .map(|i| {
-                Role::Worker {
-                    socket: sock.clone(),
-                    seed: cfg.seed.wrapping_mul(1000) + round as u64 * 100 + i as u64,
-                    dir: format!("/c{i}"),
-                    oracle: log_of(i),
-                }
-                .command(&cfg.pmlab)
-                .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| FsError::io("spawn a worker", e))
-            })
-            .collect::<Result<_>>()?;
-        let ran_ms = rng.gen_range(50..400);
-        std::thread::sleep(Duration::from_millis(ran_ms));
-        let killed = if round % 2 == 0 || workers.is_empty() {
-            kill(&mut svc);
-            "service".to_string()
-        } else {
-            let v = rng.gen_range(0..workers.len());
-            kill(&mut workers[v]);
-            // The others keep going for a moment: the service must reclaim the dead
-            // client's leases and reservations while they run.
-            std::thread::sleep(Duration::from_millis(rng.gen_range(20..200)));
-            format!("client {v}")
-        };
-        for w in &mut workers {
-            kill(w);
-        }
-        kill(&mut svc);
+        let (killed, ran_ms) = crash_round(cfg, &sock, round, &log_of, &mut rng)?;
         let before = pmlab_fs::fsck::fsck_volume(&cfg.volume)
             .map(|r| {
                 r.findings
@@ -241,32 +189,12 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
         // Recovery is what the service does when it starts; the oracle reads the
         // clients' directories back through it.
         let actual = read_back(&cfg.volume, &sock, cfg.clients)?;
-        let report = pmlab_fs::fsck::fsck_volume(&cfg.volume)?;
-        if !report.clean() {
-            let text: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
-            return Err(FsError::Corrupt {
-                what: "volume after recovery",
-                at: pmlab_fs::error::Location { page: 0, offset: 0 },
-                why: format!("round {round} (killed {killed}):\n{}", text.join("\n")),
-            });
-        }
+        let summary = check_clean(&cfg.volume, round, &killed)?;
         let mut expect = Expectations::new(&checked);
         for i in 0..cfg.clients {
             expect.apply_log(&log_of(i))?;
         }
-        let broken = expect.check(&actual);
-        if !broken.is_empty() {
-            let text: Vec<String> = broken.iter().map(|v| v.to_string()).collect();
-            return Err(FsError::Corrupt {
-                what: "fsync oracle",
-                at: pmlab_fs::error::Location { page: 0, offset: 0 },
-                why: format!(
-                    "round {round} (killed {killed}), logs kept in {}:\n{}",
-                    logs.display(),
-                    text.join("\n")
-                ),
-            });
-        }
+        check_oracle(&expect, &actual, round, &killed, &logs)?;
         for i in 0..cfg.clients {
             let _ = std::fs::remove_file(log_of(i));
         }
@@ -274,7 +202,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
             round,
             killed,
             ran_ms,
-            summary: report.summary,
+            summary,
             notes_before_recovery: before,
             acks: expect.acks(),
             checked: actual.len(),
@@ -285,4 +213,114 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&Round)) -> Result<Vec<Round>>
     }
     let _ = std::fs::remove_file(&sock);
     Ok(rounds)
+}
+
+/// One round's run: starts the service and the workers, lets them run for a random
+/// while, kills the service (even rounds) or one worker (odd rounds), then everything.
+/// Returns what was killed first and how long the round ran, in milliseconds.
+fn crash_round(
+    cfg: &Config,
+    sock: &Path,
+    round: u32,
+    log_of: &dyn Fn(u32) -> PathBuf,
+    rng: &mut Xoshiro256PlusPlus,
+) -> Result<(String, u64)> {
+    let mut svc = start_service(cfg, sock)?;
+    let mut workers: Vec<Child> = (0..cfg.clients)
+        .map(|i| {
+            Role::Worker {
+                socket: sock.to_path_buf(),
+                seed: cfg.seed.wrapping_mul(1000) + round as u64 * 100 + i as u64,
+                dir: format!("/c{i}"),
+                oracle: log_of(i),
+            }
+            .command(&cfg.pmlab)
+            .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| FsError::io("spawn a worker", e))
+        })
+        .collect::<Result<_>>()?;
+    let ran_ms = rng.gen_range(50..400);
+    std::thread::sleep(Duration::from_millis(ran_ms));
+    let killed = if round.is_multiple_of(2) || workers.is_empty() {
+        kill(&mut svc);
+        "service".to_string()
+    } else {
+        let v = rng.gen_range(0..workers.len());
+        kill(&mut workers[v]);
+        // The others keep going for a moment: the service must reclaim the dead
+        // client's leases and reservations while they run.
+        std::thread::sleep(Duration::from_millis(rng.gen_range(20..200)));
+        format!("client {v}")
+    };
+    for w in &mut workers {
+        kill(w);
+    }
+    kill(&mut svc);
+    Ok((killed, ran_ms))
+}
+
+/// Starts `pmlab fs serve` on the volume and waits for its socket to appear.
+fn start_service(cfg: &Config, sock: &Path) -> Result<Child> {
+    let _ = std::fs::remove_file(sock);
+    let serve = Role::Serve {
+        volume: cfg.volume.clone(),
+        socket: sock.to_path_buf(),
+    };
+    let mut svc = serve
+        .command(&cfg.pmlab)
+        .env(WRITE_MODEL_ENV, cfg.scm_model.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| FsError::io("spawn the service", e))?;
+    let t0 = Instant::now();
+    while !sock.exists() {
+        if t0.elapsed() > Duration::from_secs(20) {
+            kill(&mut svc);
+            return Err(FsError::Protocol("the service did not start".into()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(svc)
+}
+
+/// fsck after recovery: the volume's summary, or every finding as an error.
+fn check_clean(volume: &Path, round: u32, killed: &str) -> Result<pmlab_fs::fsck::Summary> {
+    let report = pmlab_fs::fsck::fsck_volume(volume)?;
+    if !report.clean() {
+        let text: Vec<String> = report.findings.iter().map(|f| f.to_string()).collect();
+        return Err(FsError::Corrupt {
+            what: "volume after recovery",
+            at: pmlab_fs::error::Location { page: 0, offset: 0 },
+            why: format!("round {round} (killed {killed}):\n{}", text.join("\n")),
+        });
+    }
+    Ok(report.summary)
+}
+
+/// The fsync oracle's promises against what was read back.
+fn check_oracle(
+    expect: &Expectations,
+    actual: &BTreeMap<String, State>,
+    round: u32,
+    killed: &str,
+    logs: &Path,
+) -> Result<()> {
+    let broken = expect.check(actual);
+    if broken.is_empty() {
+        return Ok(());
+    }
+    let text: Vec<String> = broken.iter().map(|v| v.to_string()).collect();
+    Err(FsError::Corrupt {
+        what: "fsync oracle",
+        at: pmlab_fs::error::Location { page: 0, offset: 0 },
+        why: format!(
+            "round {round} (killed {killed}), logs kept in {}:\n{}",
+            logs.display(),
+            text.join("\n")
+        ),
+    })
 }

@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 
 use crate::{DEFAULT_BATCH, LackeyReader, RefSink, RefSource, TraceError};
 
@@ -80,76 +80,12 @@ pub fn record(
     sink: &mut dyn RefSink,
 ) -> Result<RecordSummary, RecordError> {
     let (program, args) = command.split_first().ok_or(RecordError::NoCommand)?;
-    let (read_end, write_end): (OwnedFd, OwnedFd) =
-        nix::unistd::pipe().map_err(|e| RecordError::System {
-            what: "creating the lackey pipe",
-            error: e.into(),
-        })?;
-    // The read end must not leak into valgrind (it would never see the pipe close);
-    // the write end must, so it is left inheritable and named by --log-fd.
-    nix::fcntl::fcntl(
-        read_end.as_raw_fd(),
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map_err(|e| RecordError::System {
-        what: "configuring the lackey pipe",
-        error: e.into(),
-    })?;
-    // A larger pipe means fewer wake-ups for a stream of ~20 bytes per reference; failing
-    // to enlarge it only costs speed.
-    let _ = nix::fcntl::fcntl(
-        read_end.as_raw_fd(),
-        nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20),
-    );
-    let spawned = Command::new(&options.valgrind)
-        .arg("--tool=lackey")
-        .arg("--trace-mem=yes")
-        .arg(format!("--log-fd={}", write_end.as_raw_fd()))
-        .arg(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .spawn();
-    drop(write_end);
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RecordError::ValgrindMissing(options.valgrind.clone()));
-        }
-        Err(error) => {
-            return Err(RecordError::System {
-                what: "starting valgrind",
-                error,
-            });
-        }
-    };
+    let (read_end, write_end) = lackey_pipe()?;
+    let mut child = spawn_valgrind(options, program, args, write_end)?;
     let mut reader = LackeyReader::new(File::from(read_end), "valgrind lackey output");
-    let mut buf = Vec::with_capacity(DEFAULT_BATCH * 16);
-    let (mut skipped, mut refs) = (0u64, 0u64);
-    let mut stopped_early = false;
-    let result: Result<(), RecordError> = (|| {
-        while reader.next_batch(&mut buf)? > 0 {
-            let mut batch = &buf[..];
-            if skipped < options.skip_refs {
-                let n = (options.skip_refs - skipped).min(batch.len() as u64);
-                skipped += n;
-                batch = &batch[n as usize..];
-            }
-            if let Some(max) = options.max_refs {
-                let room = max - refs;
-                if (batch.len() as u64) >= room {
-                    batch = &batch[..room as usize];
-                    stopped_early = true;
-                }
-            }
-            sink.write_refs(batch)?;
-            refs += batch.len() as u64;
-            if stopped_early {
-                break;
-            }
-        }
-        Ok(())
-    })();
-    if stopped_early || result.is_err() {
+    let mut counts = Counts::default();
+    let result = stream(&mut reader, options, sink, &mut counts);
+    if counts.stopped_early || result.is_err() {
         // Our own child, by handle; it may already have exited.
         let _ = child.kill();
     }
@@ -159,15 +95,108 @@ pub fn record(
         error,
     })?;
     result?;
-    if refs == 0 && skipped == 0 {
+    if counts.refs == 0 && counts.skipped == 0 {
         return Err(RecordError::Empty(status.to_string()));
     }
     Ok(RecordSummary {
-        refs,
-        skipped,
-        stopped_early,
-        status: (!stopped_early).then_some(status),
+        refs: counts.refs,
+        skipped: counts.skipped,
+        stopped_early: counts.stopped_early,
+        status: (!counts.stopped_early).then_some(status),
     })
+}
+
+/// The pipe lackey writes to: (read end, write end).
+fn lackey_pipe() -> Result<(OwnedFd, OwnedFd), RecordError> {
+    let system = |what| {
+        move |e: nix::Error| RecordError::System {
+            what,
+            error: e.into(),
+        }
+    };
+    let (read_end, write_end) = nix::unistd::pipe().map_err(system("creating the lackey pipe"))?;
+    // The read end must not leak into valgrind (it would never see the pipe close);
+    // the write end must, so it is left inheritable and named by --log-fd.
+    nix::fcntl::fcntl(
+        read_end.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(system("configuring the lackey pipe"))?;
+    // A larger pipe means fewer wake-ups for a stream of ~20 bytes per reference; failing
+    // to enlarge it only costs speed.
+    let _ = nix::fcntl::fcntl(
+        read_end.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20),
+    );
+    Ok((read_end, write_end))
+}
+
+/// Starts `program` under lackey, logging to `write_end` (closed here in this process).
+fn spawn_valgrind(
+    options: &RecordOptions,
+    program: &str,
+    args: &[String],
+    write_end: OwnedFd,
+) -> Result<Child, RecordError> {
+    let spawned = Command::new(&options.valgrind)
+        .arg("--tool=lackey")
+        .arg("--trace-mem=yes")
+        .arg(format!("--log-fd={}", write_end.as_raw_fd()))
+        .arg(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn();
+    drop(write_end);
+    spawned.map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            RecordError::ValgrindMissing(options.valgrind.clone())
+        } else {
+            RecordError::System {
+                what: "starting valgrind",
+                error,
+            }
+        }
+    })
+}
+
+/// What the stream has done so far.
+#[derive(Default)]
+struct Counts {
+    refs: u64,
+    skipped: u64,
+    stopped_early: bool,
+}
+
+/// Moves lackey's references into `sink`, skipping `skip_refs` first and stopping at
+/// `max_refs`.
+fn stream(
+    reader: &mut LackeyReader<File>,
+    options: &RecordOptions,
+    sink: &mut dyn RefSink,
+    counts: &mut Counts,
+) -> Result<(), RecordError> {
+    let mut buf = Vec::with_capacity(DEFAULT_BATCH * 16);
+    while reader.next_batch(&mut buf)? > 0 {
+        let mut batch = &buf[..];
+        if counts.skipped < options.skip_refs {
+            let n = (options.skip_refs - counts.skipped).min(batch.len() as u64);
+            counts.skipped += n;
+            batch = &batch[n as usize..];
+        }
+        if let Some(max) = options.max_refs {
+            let room = max - counts.refs;
+            if (batch.len() as u64) >= room {
+                batch = &batch[..room as usize];
+                counts.stopped_early = true;
+            }
+        }
+        sink.write_refs(batch)?;
+        counts.refs += batch.len() as u64;
+        if counts.stopped_early {
+            break;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
