@@ -1,10 +1,9 @@
 //! Protection by the kernel: a client holds no writable mapping of anything it may not
 //! write. Each check runs in a separate process (this test re-executed as an
-//! unprivileged user, [`support::child`]) and must die of SIGSEGV when it stores into
+//! unprivileged user, [`pmlab_testkit::child`]) and must die of SIGSEGV when it stores into
 //! memory it may only read.
 
-mod support;
-use support::child;
+use pmlab_testkit::child;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};

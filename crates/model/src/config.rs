@@ -249,6 +249,24 @@ impl MachineConfig {
     /// Checks every field; the error names the offending field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let page = self.translation.page_size.bytes();
+        if self.memory_size > MAX_MEMORY_SIZE {
+            return Err(ConfigError::field(
+                "memory_size",
+                format!(
+                    "{} is more than the model's limit {MAX_MEMORY_SIZE}",
+                    self.memory_size
+                ),
+            ));
+        }
+        if self.caches.len() > MAX_CACHE_LEVELS {
+            return Err(ConfigError::field(
+                "caches",
+                format!(
+                    "{} levels, more than the limit {MAX_CACHE_LEVELS}",
+                    self.caches.len()
+                ),
+            ));
+        }
         if self.memory_size == 0 || !self.memory_size.is_multiple_of(page) {
             return Err(ConfigError::field(
                 "memory_size",
@@ -278,6 +296,12 @@ impl MachineConfig {
                     format!("{} is not a power of two", c.assoc),
                 ));
             }
+            if c.size > MAX_CACHE_SIZE {
+                return Err(ConfigError::field(
+                    &name("size"),
+                    format!("{} is more than the model's limit {MAX_CACHE_SIZE}", c.size),
+                ));
+            }
             let sets = c.size / c.block_size / c.assoc.max(1);
             if sets == 0 || c.size != sets * c.block_size * c.assoc || !sets.is_power_of_two() {
                 return Err(ConfigError::field(
@@ -303,6 +327,15 @@ impl MachineConfig {
         self.device.validate()
     }
 }
+
+/// The largest simulated memory: the machine keeps a byte image of all of it (lazily
+/// zeroed by the kernel) and a counter per line, so a configuration read from a file may
+/// not ask for more than this.
+pub const MAX_MEMORY_SIZE: u64 = 64 << 30;
+/// The largest simulated cache (its tag arrays are allocated up front).
+pub const MAX_CACHE_SIZE: u64 = 1 << 30;
+/// The most cache levels.
+pub const MAX_CACHE_LEVELS: usize = 8;
 
 fn level(size: u64, assoc: u64, latency_cycles: u64) -> CacheLevelConfig {
     CacheLevelConfig {

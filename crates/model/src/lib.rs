@@ -58,16 +58,18 @@ pub mod tlb;
 pub use adapters::dinero_hierarchy;
 pub use cache_levels::{CacheLevels, Uncached};
 pub use config::{
-    CacheLevelConfig, ChaosConfig, CpuConfig, MachineConfig, PersistConfig, PlacementConfig,
-    ReplacementPolicy, TranslationConfig,
+    CacheLevelConfig, ChaosConfig, CpuConfig, MAX_CACHE_LEVELS, MAX_CACHE_SIZE, MAX_MEMORY_SIZE,
+    MachineConfig, PersistConfig, PlacementConfig, ReplacementPolicy, TranslationConfig,
 };
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;
+pub use machine::DEFAULT_RECORDING_LIMIT;
 pub use machine::{Machine, MachineStats};
 pub use os_pages::OsPages;
 pub use paging::{DemandPages, IdentityPages, PageSize, PageTables};
 pub use persist::{DurableState, Event, PendingFlush, PointKind};
 pub use recording::{
     CrashFailure, CrashImage, ExploreOptions, ExploreReport, Granularity, PendingChoice, Recording,
+    RecordingOverflow,
 };
-pub use tlb::{Tlb, TlbConfig, TlbStats};
+pub use tlb::{MAX_TLB_ENTRIES, Tlb, TlbConfig, TlbStats};

@@ -3,6 +3,8 @@
 
 mod persistence;
 
+pub use persistence::DEFAULT_RECORDING_LIMIT;
+
 use pmlab_spine::Asid;
 use pmlab_spine::{Addr, FlushKind, LINE, Memory, PersistCounters, SpineError, check_bounds};
 use pmlab_trace::Kind;
@@ -83,6 +85,11 @@ pub struct Machine {
     chaos: Option<Chaos>,
     recording: Option<Vec<Event>>,
     recording_base: Option<DurableState>,
+    /// Bytes of events in the current recording, and the most it may hold.
+    recorded_bytes: u64,
+    recording_limit: u64,
+    /// Set when the current recording reached its limit and stopped.
+    recording_overflow: Option<crate::recording::RecordingOverflow>,
     stats: MachineStats,
     wbuf: Vec<(u64, u32)>,
 }
@@ -185,6 +192,9 @@ impl Machine {
             chaos,
             recording: None,
             recording_base: None,
+            recorded_bytes: 0,
+            recording_limit: persistence::DEFAULT_RECORDING_LIMIT,
+            recording_overflow: None,
             stats: MachineStats {
                 served: vec![0; config.caches.len() + 1],
                 ..MachineStats::default()

@@ -1,3 +1,0 @@
-//! Helpers shared by the file system's integration tests.
-
-pub mod child;
