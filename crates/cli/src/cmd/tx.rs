@@ -45,8 +45,12 @@ struct WorkloadArgs {
     #[arg(long, default_value = "uniform")]
     dist: String,
     /// Elements of the structure (default: the workload's scaled default).
-    #[arg(long, value_parser = pmlab_spine::parse_size)]
+    #[arg(long, value_parser = pmlab_spine::parse_size, conflicts_with = "footprint")]
     elements: Option<u64>,
+    /// Size the structure by its data area instead (e.g. 1G: paper 000's footprints
+    /// are 1 to 6 GB): the most elements that fit.
+    #[arg(long, value_parser = pmlab_spine::parse_size)]
+    footprint: Option<u64>,
     /// Operations per transaction (default: 4 for bptree and db, else 1).
     #[arg(long)]
     ops_per_tx: Option<u32>,
@@ -70,6 +74,9 @@ impl WorkloadArgs {
         let mut p = Params::defaults(kind, dist);
         if let Some(e) = self.elements {
             p.elements = e;
+        }
+        if let Some(bytes) = self.footprint {
+            p.elements = pmlab_workloads::Workload::elements_for_footprint(kind, &p, bytes);
         }
         if let Some(o) = self.ops_per_tx {
             if o == 0 {
@@ -397,8 +404,8 @@ fn crash_config(a: &CrashArgs, kind: Kind) -> anyhow::Result<crash::Config> {
     let mut cfg = crash::Config::small(kind, a.seed);
     let asked = a.w.params(kind)?;
     cfg.params.dist = asked.dist;
-    if let Some(e) = a.w.elements {
-        cfg.params.elements = e;
+    if a.w.elements.is_some() || a.w.footprint.is_some() {
+        cfg.params.elements = asked.elements;
     }
     if a.w.ops_per_tx.is_some() {
         cfg.params.ops_per_tx = asked.ops_per_tx;
