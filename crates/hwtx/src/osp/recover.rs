@@ -100,6 +100,10 @@ pub(crate) fn recover(
             (Backend::SuperPage(s), d)
         }
     };
+    // A tuple whose committed bitmap is zero names no line in its second frame, which
+    // may already serve another page: it says no more than the page map.
+    let mut d = d;
+    d.tuples.retain(|_, t| t.cb != 0);
     check_frames(&layout, &d)?;
     let named: Vec<u64> = d.tuples.values().flat_map(|t| [t.p0, t.p1]).collect();
     let mut st = State::with_used(layout, d.pte, &named);
