@@ -145,6 +145,27 @@ pub struct OspStats {
     pub tx_lines: u64,
 }
 
+impl OspStats {
+    /// The counts since `earlier` (a snapshot of the same counters).
+    pub fn since(&self, earlier: &OspStats) -> OspStats {
+        OspStats {
+            refills: self.refills - earlier.refills,
+            evictions: self.evictions - earlier.evictions,
+            consolidations: self.consolidations - earlier.consolidations,
+            lines_copied: self.lines_copied - earlier.lines_copied,
+            free_consolidations: self.free_consolidations - earlier.free_consolidations,
+            queue_hits: self.queue_hits - earlier.queue_hits,
+            evicted_in_tx: self.evicted_in_tx - earlier.evicted_in_tx,
+            miss_path_flushes: self.miss_path_flushes - earlier.miss_path_flushes,
+            background_flushes: self.background_flushes - earlier.background_flushes,
+            checkpoints: self.checkpoints - earlier.checkpoints,
+            commits: self.commits - earlier.commits,
+            tx_pages: self.tx_pages - earlier.tx_pages,
+            tx_lines: self.tx_lines - earlier.tx_lines,
+        }
+    }
+}
+
 /// Everything OSP keeps in volatile state.
 pub(crate) struct State {
     pub layout: Layout,

@@ -5,6 +5,7 @@
 
 mod aerie;
 mod kessler_hill;
+mod osp;
 
 use std::path::PathBuf;
 
@@ -21,6 +22,9 @@ enum Paper {
     KesslerHill(kessler_hill::Args),
     /// Aerie: Table 2 (file operations) and Figure 2 (FileBench personalities).
     Aerie(aerie::Args),
+    /// OSP (paper 000): Figure 4a, Figure 4b and Table 1 on the machine model, the
+    /// super page, asynchronous consolidation, and crash exploration.
+    Osp(osp::Args),
 }
 
 /// Options every paper's reproduction takes.
@@ -54,5 +58,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.paper {
         Paper::KesslerHill(a) => kessler_hill::run(a),
         Paper::Aerie(a) => aerie::run(a),
+        Paper::Osp(a) => osp::run(a),
     }
 }
