@@ -30,6 +30,9 @@ enum Command {
     Scm(cmd::scm::Args),
     /// The Aerie file system: serve a volume, fsck, stress.
     Fs(cmd::fs::Args),
+    /// Durable transactions: the papers' workloads under each protocol, timed beside
+    /// PMDK, crash-explored on the model, killed at random moments.
+    Tx(cmd::tx::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,6 +45,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Scm(a) => cmd::scm::run(a),
         Command::Fs(a) => cmd::fs::run(a),
+        Command::Tx(a) => cmd::tx::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

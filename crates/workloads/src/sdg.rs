@@ -215,7 +215,7 @@ impl Structure for Sdg {
             dist: crate::Dist::Uniform,
             ops_per_tx: 1,
         };
-        let mut ops = Ops::for_universe(0x5d6, self.h.elements, &params);
+        let mut ops = Ops::over(0x5d6, self.h.elements, &params);
         let mut made = 0;
         while made < self.h.elements {
             in_tx(p, |p| {

@@ -135,8 +135,9 @@ impl Ops {
         }
     }
 
-    /// A stream over `n` elements (for a structure's own first fill).
-    pub(crate) fn for_universe(seed: u64, n: u64, params: &Params) -> Ops {
+    /// A stream over `n` elements without a structure (a peer's run of the same
+    /// operations, a structure's own first fill).
+    pub fn over(seed: u64, n: u64, params: &Params) -> Ops {
         Ops {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             picker: Picker::new(n, params.dist),
@@ -299,10 +300,14 @@ impl Workload {
         params: &Params,
         area: Area,
     ) -> Result<Workload, WorkloadError> {
-        if params.elements < 2 {
+        if params.elements < 2 || params.elements > crate::header::MAX_ELEMENTS {
             return Err(WorkloadError::BadParams {
                 workload: kind.name(),
-                problem: format!("{} elements: at least 2 are needed", params.elements),
+                problem: format!(
+                    "{} elements: between 2 and {} are possible",
+                    params.elements,
+                    crate::header::MAX_ELEMENTS
+                ),
             });
         }
         let needed = Workload::footprint(kind, params);

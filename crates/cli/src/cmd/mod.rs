@@ -7,3 +7,4 @@ pub mod placement;
 pub mod reproduce;
 pub mod scm;
 pub mod trace;
+pub mod tx;
