@@ -27,7 +27,7 @@ fn every_workload_survives_every_crash() {
     for w in WORKLOADS {
         for s in subjects() {
             let t = std::time::Instant::now();
-            let r = explore(w, &s, 12, 1, &mut |_| {})
+            let r = explore(w, &s, 6, 1, &mut |_| {})
                 .unwrap_or_else(|e| panic!("{} {}: {e}", w.name, s.name()));
             eprintln!(
                 "{} {}: {} txs, {} points, {} images, {} recoveries ({} images), {} truncated, {:.1}s",
@@ -69,7 +69,7 @@ fn every_broken_variant_is_caught() {
     for s in broken {
         let caught = WORKLOADS
             .iter()
-            .find_map(|&w| match explore(w, &s, 12, 1, &mut |_| {}) {
+            .find_map(|&w| match explore(w, &s, 6, 1, &mut |_| {}) {
                 Ok(r) if r.passed() => None,
                 Ok(r) => Some(format!(
                     "{}: {} failing images; first: {}",

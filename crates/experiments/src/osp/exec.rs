@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::crash::{Subject, explore};
 use super::paper::{PaperWorkload, WORKLOADS};
 use super::run::{Measurement, UNDO_LOG, Variant, measure, prepare};
-use super::{Config, OspError, variants};
+use super::{Config, OspError, large_variants, variants};
 
 /// One workload's runs, in [`variants`] order.
 #[derive(Clone, Debug)]
@@ -25,6 +25,8 @@ pub struct WorkloadRuns {
     pub footprint: u64,
     /// One measurement per protocol.
     pub runs: Vec<Measurement>,
+    /// The large-transaction runs ([`super::large_variants`]; HT-uni only).
+    pub large: Vec<Measurement>,
 }
 
 /// One crash exploration.
@@ -76,6 +78,9 @@ enum Done {
     Crash(usize, CrashRow),
     Broken(usize, CrashRow),
 }
+
+/// The workload of the large-transaction run.
+const LARGE_WORKLOAD: &str = "HT-uni";
 
 /// The correct protocols crash-explored: the undo log and OSP's three variants.
 fn crash_subjects() -> Vec<Subject> {
@@ -137,9 +142,12 @@ fn bar(config: &Config, jobs: &[Job]) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let per_workload = variants().len() as u64 * (config.warmup + config.txs);
+    let large = config.large_schedule();
+    let large = large_variants().len() as u64 * (large.warmup + large.txs);
     let units: u64 = jobs
         .iter()
         .map(|j| match j {
+            Job::Measure(_, w) if w.name == LARGE_WORKLOAD => per_workload + large,
             Job::Measure(..) => per_workload,
             Job::Crash(..) | Job::Broken(..) => config.crash_txs,
         })
@@ -252,6 +260,7 @@ fn measure_workload(
     let data_pages = footprint.div_ceil(4096) * 4096;
     let log = variants()
         .iter()
+        .chain(large_variants().iter())
         .map(|v| match v {
             Variant::Undo => UNDO_LOG,
             Variant::Osp(c) => OspProtocol::meta_len(data_pages, c),
@@ -266,11 +275,25 @@ fn measure_workload(
         let m = measure(&prep, &v, &paper_tlb, config.schedule(), &mut || bar.inc(1))?;
         runs.push(m);
     }
+    let mut large = Vec::new();
+    if w.name == LARGE_WORKLOAD && config.large_txs > 0 {
+        for v in large_variants() {
+            bar.set_message(format!(
+                "{} under {}, {} operations per transaction",
+                w.name,
+                v.name(),
+                config.large_tx_ops
+            ));
+            let s = config.large_schedule();
+            large.push(measure(&prep, &v, &paper_tlb, s, &mut || bar.inc(1))?);
+        }
+    }
     Ok(WorkloadRuns {
         workload: w,
         elements,
         footprint,
         runs,
+        large,
     })
 }
 

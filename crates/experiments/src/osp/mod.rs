@@ -47,6 +47,11 @@ pub struct Config {
     /// Transactions explored crash point by crash point per workload and protocol
     /// (0: no crash exploration).
     pub crash_txs: u64,
+    /// Operations per transaction of the large-transaction run (HT-uni), and its
+    /// measured transactions (0: no such run).
+    pub large_tx_ops: u32,
+    /// Measured transactions of the large-transaction run.
+    pub large_txs: u64,
     /// Worker threads (one workload each at a time).
     pub threads: usize,
     /// Show progress on stderr.
@@ -67,6 +72,8 @@ impl Config {
             warmup: 10_000,
             txs: 100_000,
             crash_txs: 12,
+            large_tx_ops: 64,
+            large_txs: 2_000,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             progress: true,
         }
@@ -82,6 +89,7 @@ impl Config {
             warmup: 1_000,
             txs: 10_000,
             crash_txs: 3,
+            large_txs: 200,
             ..Self::full(out_dir)
         }
     }
@@ -100,25 +108,55 @@ impl Config {
             warmup: self.warmup,
             txs: self.txs,
             seed: self.seed,
+            ops_per_tx: 1,
+        }
+    }
+
+    /// The large-transaction run's schedule.
+    pub fn large_schedule(&self) -> Schedule {
+        Schedule {
+            warmup: self.large_txs / 10,
+            txs: self.large_txs,
+            seed: self.seed,
+            ops_per_tx: self.large_tx_ops,
         }
     }
 }
 
+/// Queue sizes of asynchronous consolidation measured: as many pages as the TLB holds,
+/// and sixteen times that (a victim buffer of 4 MiB of pages).
+pub const ASYNC_QUEUES: [usize; 2] = [64, 1024];
+
 /// The protocols measured, baseline first: the hardware undo log, OSP as the paper
 /// evaluates it (lightweight journal, consolidation on eviction), OSP with the super
-/// page, and OSP with asynchronous consolidation (a queue as large as the TLB).
+/// page, and OSP with asynchronous consolidation ([`ASYNC_QUEUES`]).
 pub fn variants() -> Vec<Variant> {
     let osp = OspConfig::paper();
-    vec![
+    let mut v = vec![
         Variant::Undo,
         Variant::Osp(osp.clone()),
         Variant::Osp(OspConfig {
             atomicity: Atomicity::SuperPage,
             ..osp.clone()
         }),
+    ];
+    for queue in ASYNC_QUEUES {
+        v.push(Variant::Osp(OspConfig {
+            consolidation: Consolidation::Async { queue },
+            ..osp.clone()
+        }));
+    }
+    v
+}
+
+/// The large-transaction run's protocols: the undo log and OSP with room for the
+/// pages a transaction updates beyond the TLB.
+pub fn large_variants() -> Vec<Variant> {
+    vec![
+        Variant::Undo,
         Variant::Osp(OspConfig {
-            consolidation: Consolidation::Async { queue: 64 },
-            ..osp
+            max_tx_pages: 1024,
+            ..OspConfig::paper()
         }),
     ]
 }

@@ -87,6 +87,27 @@ pub struct WorkloadResult {
     pub variants: BTreeMap<String, VariantResult>,
 }
 
+/// One protocol in the large-transaction run.
+#[derive(Clone, Debug, Serialize)]
+pub struct LargeResult {
+    /// The protocol.
+    pub protocol: String,
+    /// Operations per transaction.
+    pub ops_per_tx: u32,
+    /// Measured transactions.
+    pub txs: u64,
+    /// Pages updated per transaction (OSP).
+    pub pages_per_tx: f64,
+    /// Pages per transaction that left the TLB before their transaction committed.
+    pub evicted_in_tx: f64,
+    /// CPU flushes per transaction.
+    pub flushes: f64,
+    /// OSP's flushes by source.
+    pub by_source: Option<OspSources>,
+    /// The undo log's flushes over these.
+    pub flush_reduction: f64,
+}
+
 /// One of the targets, checked.
 #[derive(Clone, Debug, Serialize)]
 pub struct TargetCheck {
@@ -118,6 +139,8 @@ pub struct Report {
     pub avg_normalized_flushes: f64,
     /// The same for every OSP variant.
     pub avg_flush_reduction_by_variant: BTreeMap<String, f64>,
+    /// The large-transaction run (HT-uni with several operations per transaction).
+    pub large_transactions: Vec<LargeResult>,
     /// Crash explorations.
     pub crash: Vec<CrashRow>,
     /// Broken variants and where they were caught.
@@ -193,6 +216,29 @@ pub(super) fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
+fn large_results(config: &Config, results: &Results) -> Vec<LargeResult> {
+    let Some(w) = results.runs.iter().find(|w| !w.large.is_empty()) else {
+        return Vec::new();
+    };
+    let undo = &w.large[0];
+    w.large
+        .iter()
+        .map(|m| {
+            let v = variant_result(m, undo);
+            LargeResult {
+                protocol: m.protocol.clone(),
+                ops_per_tx: config.large_tx_ops,
+                txs: m.txs,
+                pages_per_tx: v.pages_per_tx,
+                evicted_in_tx: per(m, m.osp.evicted_in_tx),
+                flushes: v.flushes,
+                by_source: v.by_source,
+                flush_reduction: v.flush_reduction,
+            }
+        })
+        .collect()
+}
+
 impl Report {
     pub(crate) fn build(config: &Config, results: Results) -> Report {
         let workloads: BTreeMap<String, WorkloadResult> = results
@@ -226,6 +272,7 @@ impl Report {
                 .map(|n| (n.clone(), 1.0 / mean_norm(n)))
                 .collect(),
             workloads,
+            large_transactions: large_results(config, &results),
             crash: results.crash.clone(),
             broken: results.broken.clone(),
             targets: Vec::new(),

@@ -155,6 +155,8 @@ pub struct Schedule {
     pub txs: u64,
     /// Seed of the operation stream (the same for every protocol).
     pub seed: u64,
+    /// Operations per transaction (1 in the paper's workloads).
+    pub ops_per_tx: u32,
 }
 
 /// Runs `v` on a machine booted from `prep`; `progress` is told of each transaction.
@@ -194,7 +196,11 @@ fn drive<P: Protocol<Mem = Machine>>(
     let w = prep.workload;
     let data: Area = prep.layout.data;
     let mut wl = Workload::open(&mut p, w.kind, data)?;
-    let mut ops = Ops::new(sched.seed, &wl, &prep.params);
+    let params = Params {
+        ops_per_tx: sched.ops_per_tx,
+        ..prep.params
+    };
+    let mut ops = Ops::new(sched.seed, &wl, &params);
     for _ in 0..sched.warmup {
         wl.run_tx(&mut p, &mut ops)?;
         progress();

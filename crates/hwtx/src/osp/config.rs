@@ -103,8 +103,9 @@ pub struct OspConfig {
     /// When evicted pages are consolidated.
     pub consolidation: Consolidation,
     /// Records the journal holds (one 64-byte line each) before a checkpoint rewrites
-    /// the table and lets it start over. Not in the paper; 1024 lines (64 KiB) make a
-    /// checkpoint rare (every few hundred transactions of the paper's workloads).
+    /// the table and lets it start over. Not in the paper; [`OspConfig::paper`] gives
+    /// the journal 1 MiB (16,384 records), the area the undo log it is compared with
+    /// gets, so that a checkpoint comes every few thousand transactions.
     pub journal_lines: u64,
     /// Pages a transaction may update beyond those the TLB and the queue hold (pages
     /// that leave the TLB with uncommitted lines wait, unconsolidated, for the
@@ -127,7 +128,7 @@ impl OspConfig {
             },
             atomicity: Atomicity::Journal,
             consolidation: Consolidation::OnEviction,
-            journal_lines: 1024,
+            journal_lines: 16_384,
             max_tx_pages: 64,
             fault: None,
         }

@@ -53,7 +53,7 @@ impl Osp {
                 self.cfg.fault,
             );
         if wait {
-            self.st.frames.to_limbo(source);
+            self.st.frames.put_in_limbo(source);
         } else {
             self.st.frames.free(source);
         }

@@ -88,7 +88,7 @@ impl Layout {
     /// Plans the layout in `meta` for the page-aligned `data`; an error if it does
     /// not fit or the areas are not page-aligned.
     pub fn plan(meta: Area, data: Area, spare: u64, journal_lines: u64) -> Result<Self, TxError> {
-        let aligned = |a: Area| a.base.is_multiple_of(PAGE) && a.len.is_multiple_of(PAGE);
+        let aligned = |a: Area| a.base % PAGE == 0 && a.len % PAGE == 0;
         if !aligned(meta) || !aligned(data) || data.len == 0 {
             return Err(bad_area(
                 meta,

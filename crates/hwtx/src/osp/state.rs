@@ -92,7 +92,7 @@ impl FramePool {
     }
 
     /// A frame freed once the next durable point is reached.
-    pub fn to_limbo(&mut self, pfn: u64) {
+    pub fn put_in_limbo(&mut self, pfn: u64) {
         self.limbo.push(pfn);
     }
 

@@ -140,7 +140,7 @@ pub fn live_entries(
         let at = log.base + LINE + k * ENTRY;
         m.phys().read(at, &mut b)?;
         let Some(e) = decode(tag, &b) else { break };
-        if !e.addr.is_multiple_of(LINE) || !data.contains(e.addr, LINE) {
+        if e.addr % LINE != 0 || !data.contains(e.addr, LINE) {
             return Err(TxError::Corrupt {
                 structure: "hardware undo log",
                 addr: log.base,

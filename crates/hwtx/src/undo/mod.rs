@@ -183,7 +183,7 @@ impl HwUndoProtocol {
 fn check_areas(m: &Machine, log: Area, data: Area) -> Result<(), TxError> {
     pmlab_spine::check_bounds(log.base, log.len, m.size())?;
     pmlab_spine::check_bounds(data.base, data.len, m.size())?;
-    let problem = if !log.base.is_multiple_of(LINE) || capacity(log.len) == 0 {
+    let problem = if log.base % LINE != 0 || capacity(log.len) == 0 {
         Some(format!(
             "the log [{:#x}, {:#x}) is not line-aligned or holds no entry",
             log.base,
