@@ -287,17 +287,7 @@ impl Report {
     /// Writes every table as CSV, `osp.json`, and the plots under `config.out_dir`.
     pub fn write(&self, config: &Config) -> Result<(), OspError> {
         let dir = &config.out_dir;
-        let files = [
-            "figure4a",
-            "figure4b",
-            "table1",
-            "superpage",
-            "future",
-            "crash",
-            "broken",
-            "targets",
-        ];
-        for (t, n) in self.tables.iter().zip(files) {
+        for (t, n) in self.tables.iter().zip(super::report_text::TABLE_FILES) {
             t.write_csv(&dir.join(format!("{n}.csv")))?;
         }
         write_json(&dir.join("osp.json"), self)?;

@@ -164,9 +164,22 @@ pub(super) fn targets(r: &Report, results: &Results) -> Vec<super::report::Targe
     t
 }
 
-/// The printed tables, in the order of [`Report::write`]'s files.
+/// The file (without `.csv`) each of [`tables`]'s tables is written to, in order.
+pub(super) const TABLE_FILES: [&str; 9] = [
+    "figure4a",
+    "figure4b",
+    "table1",
+    "superpage",
+    "future",
+    "large-transactions",
+    "crash",
+    "broken",
+    "targets",
+];
+
+/// The printed tables, in [`TABLE_FILES`] order.
 pub(super) fn tables(r: &Report, results: &Results) -> Vec<Table> {
-    vec![
+    let t = vec![
         figure4a(r),
         figure4b(r),
         table1(r),
@@ -176,7 +189,9 @@ pub(super) fn tables(r: &Report, results: &Results) -> Vec<Table> {
         crash_table(results),
         broken_table(results),
         targets_table(r),
-    ]
+    ];
+    debug_assert_eq!(t.len(), TABLE_FILES.len());
+    t
 }
 
 fn paper_4a(name: &str) -> String {
