@@ -33,6 +33,8 @@ enum Command {
     /// Durable transactions: the papers' workloads under each protocol, timed beside
     /// PMDK, crash-explored on the model, killed at random moments.
     Tx(cmd::tx::Args),
+    /// SpaceJMP address spaces and segments: create, list, inspect, remove, check, stress.
+    Vas(cmd::vas::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -46,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Scm(a) => cmd::scm::run(a),
         Command::Fs(a) => cmd::fs::run(a),
         Command::Tx(a) => cmd::tx::run(a),
+        Command::Vas(a) => cmd::vas::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

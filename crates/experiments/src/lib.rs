@@ -4,3 +4,4 @@
 pub mod aerie;
 pub mod kessler_hill;
 pub mod osp;
+pub mod spacejmp;

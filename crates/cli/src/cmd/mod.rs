@@ -8,3 +8,5 @@ pub mod reproduce;
 pub mod scm;
 pub mod trace;
 pub mod tx;
+pub mod vas;
+pub mod vas_stress;

@@ -4,6 +4,9 @@
 mod mmu;
 mod persistence;
 mod phys;
+mod switch;
+
+pub use switch::SwitchCost;
 
 pub use mmu::TlbMissHandler;
 pub use persistence::DEFAULT_RECORDING_LIMIT;
@@ -58,6 +61,12 @@ pub struct MachineStats {
     /// flushes, which OSP counts among its CPU flushes (paper 000 §3.1).
     #[serde(default)]
     pub nt_drains: u64,
+    /// CR3 loads ([`Machine::load_cr3`], [`Machine::vas_switch`]).
+    pub cr3_loads: u64,
+    /// System calls ([`Machine::syscall`]).
+    pub syscalls: u64,
+    /// Page-table entries written by the OS ([`Machine::charge_table_work`]).
+    pub table_entry_writes: u64,
     /// Read requests served by the device.
     pub device_reads: u64,
     /// Write requests served by the device (all causes).

@@ -6,6 +6,7 @@
 mod aerie;
 mod kessler_hill;
 mod osp;
+mod spacejmp;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,8 @@ enum Paper {
     /// OSP (paper 000): Figure 4a, Figure 4b and Table 1 on the machine model, the
     /// super page, asynchronous consolidation, and crash exploration.
     Osp(osp::Args),
+    /// SpaceJMP: Figure 1, Table 2, Figure 6, the native vas_switch, GUPS (Figures 8, 9).
+    Spacejmp(spacejmp::Args),
 }
 
 /// Options every paper's reproduction takes.
@@ -59,5 +62,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Paper::KesslerHill(a) => kessler_hill::run(a),
         Paper::Aerie(a) => aerie::run(a),
         Paper::Osp(a) => osp::run(a),
+        Paper::Spacejmp(a) => spacejmp::run(a),
     }
 }
