@@ -277,13 +277,7 @@ fn native(cfg: &Config, protocol: ProtocolKind) -> Result<Box<dyn Timed>, BenchE
         let place = match &cfg.region {
             Some(p) => Place::Kept(p.clone()),
             None => {
-                let dir = tempfile::Builder::new()
-                    .prefix("pmlab-tx-bench-")
-                    .tempdir_in(&cfg.dir)
-                    .map_err(|error| BenchError::Scratch {
-                        dir: cfg.dir.display().to_string(),
-                        error,
-                    })?;
+                let dir = scratch(cfg, "pmlab-tx-bench-")?;
                 let path = dir.path().join(format!("{}.pool", protocol.name()));
                 Place::Scratch(dir, path)
             }
@@ -336,53 +330,29 @@ pub fn existing_protocol(path: &Path) -> Result<Option<ProtocolKind>, BenchError
 
 /// Runs the benchmark; `progress` is told each repetition done (of `reps`).
 pub fn run(cfg: &Config, progress: &mut dyn FnMut(u32)) -> Result<Vec<Row>, BenchError> {
-    if cfg.region.is_some() && cfg.protocols.len() != 1 {
-        return Err(BenchError::Usage(
-            "--region takes one protocol (the pool's)".into(),
-        ));
-    }
-    if cfg.vs_pmdk && cfg.workload != Kind::Sps {
-        return Err(BenchError::Usage(format!(
-            "--vs-pmdk compares SPS only: PMDK's hashmap/rbtree/btree examples are not in Debian's libpmemobj-dev, so there is no PMDK {} to compare with",
-            cfg.workload
-        )));
-    }
+    check_usage(cfg)?;
     let load_before = load_average();
     let pmdk = if cfg.vs_pmdk {
         Some(Pmdk::load()?)
     } else {
         None
     };
-    let pmdk_dir = tempfile::Builder::new()
-        .prefix("pmlab-tx-pmdk-")
-        .tempdir_in(&cfg.dir)
-        .map_err(|error| BenchError::Scratch {
-            dir: cfg.dir.display().to_string(),
-            error,
-        })?;
-    let mut systems: Vec<Box<dyn Timed>> = Vec::new();
-    let mut meta = Vec::new();
+    let pmdk_dir = scratch(cfg, "pmlab-tx-pmdk-")?;
+    let mut systems: Vec<Box<dyn Timed + '_>> = Vec::new();
     for &p in &cfg.protocols {
         systems.push(native(cfg, p)?);
-        meta.push(p);
     }
     let mut pmdk_is_pmem = None;
     if let Some(pmdk) = &pmdk {
-        let pool =
-            PmdkPool::create_sps(pmdk, &pmdk_dir.path().join("sps.pmdk"), cfg.params.elements)?;
+        let path = pmdk_dir.path().join("sps.pmdk");
+        let pool = PmdkPool::create_sps(pmdk, &path, cfg.params.elements)?;
         pmdk_is_pmem = pool.is_pmem();
         systems.push(Box::new(PmdkSps {
             pool,
             params: cfg.params,
         }));
     }
-    let mut reps: Vec<Vec<Rep>> = vec![Vec::new(); systems.len()];
-    for r in 0..cfg.reps {
-        for (s, sys) in systems.iter_mut().enumerate() {
-            reps[s].push(sys.rep(cfg.seed + u64::from(r), cfg.ops)?);
-        }
-        progress(r + 1);
-    }
+    let reps = measure(cfg, &mut systems, progress)?;
     let checked: Vec<String> = systems
         .iter_mut()
         .map(|s| format!("{}: {}", s.name(), s.check()))
@@ -395,26 +365,60 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(u32)) -> Result<Vec<Row>, Benc
         None => Vec::new(),
     };
     let pmdk_rate = (!pmdk_reps.is_empty()).then(|| median(&pmdk_reps));
-    let load_after = load_average();
-    let mut rows = Vec::new();
-    for (s, &p) in meta.iter().enumerate() {
+    let load = (load_before, load_average());
+    let rows = cfg.protocols.iter().enumerate().map(|(s, &p)| {
         let medium = systems[s].medium().unwrap_or_default();
         let pmdk = Peer {
             rate: pmdk_rate,
             reps: &pmdk_reps,
             is_pmem: pmdk_is_pmem,
         };
-        rows.push(row(
-            cfg,
-            p,
-            &reps[s],
-            medium,
-            pmdk,
-            (load_before, load_after),
-            &checked,
+        row(cfg, p, &reps[s], medium, pmdk, load, &checked)
+    });
+    Ok(rows.collect())
+}
+
+/// Refuses option combinations that cannot run.
+fn check_usage(cfg: &Config) -> Result<(), BenchError> {
+    if cfg.region.is_some() && cfg.protocols.len() != 1 {
+        return Err(BenchError::Usage(
+            "--region takes one protocol (the pool's)".into(),
         ));
     }
-    Ok(rows)
+    if cfg.vs_pmdk && cfg.workload != Kind::Sps {
+        return Err(BenchError::Usage(format!(
+            "--vs-pmdk compares SPS only: PMDK's hashmap/rbtree/btree examples are not in Debian's libpmemobj-dev, so there is no PMDK {} to compare with",
+            cfg.workload
+        )));
+    }
+    Ok(())
+}
+
+/// A temporary directory in the scratch directory.
+fn scratch(cfg: &Config, prefix: &str) -> Result<tempfile::TempDir, BenchError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&cfg.dir)
+        .map_err(|error| BenchError::Scratch {
+            dir: cfg.dir.display().to_string(),
+            error,
+        })
+}
+
+/// Runs every system once per repetition, interleaved.
+fn measure(
+    cfg: &Config,
+    systems: &mut [Box<dyn Timed + '_>],
+    progress: &mut dyn FnMut(u32),
+) -> Result<Vec<Vec<Rep>>, BenchError> {
+    let mut reps: Vec<Vec<Rep>> = vec![Vec::new(); systems.len()];
+    for r in 0..cfg.reps {
+        for (s, sys) in systems.iter_mut().enumerate() {
+            reps[s].push(sys.rep(cfg.seed + u64::from(r), cfg.ops)?);
+        }
+        progress(r + 1);
+    }
+    Ok(reps)
 }
 
 /// PMDK's figures, for the rows.

@@ -292,6 +292,29 @@ impl Workload {
         by_kind!(kind, footprint_of(params.elements))
     }
 
+    /// The most elements whose structure fits `bytes` of data area (paper 000 sizes
+    /// its workloads by footprint: 1 to 6 GB); at least 2.
+    pub fn elements_for_footprint(kind: Kind, params: &Params, bytes: u64) -> u64 {
+        let fits = |e: u64| {
+            Workload::footprint(
+                kind,
+                &Params {
+                    elements: e,
+                    ..*params
+                },
+            ) <= bytes
+        };
+        let (mut lo, mut hi) = (2u64, crate::header::MAX_ELEMENTS);
+        if !fits(lo) {
+            return lo;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid) { lo = mid } else { hi = mid - 1 }
+        }
+        lo
+    }
+
     /// Makes the structure in `area` (empty, then filled with its first elements), in
     /// transactions of `p`. Refuses an area too small for `params` before writing.
     pub fn format<P: Protocol>(

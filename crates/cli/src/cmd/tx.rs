@@ -45,8 +45,12 @@ struct WorkloadArgs {
     #[arg(long, default_value = "uniform")]
     dist: String,
     /// Elements of the structure (default: the workload's scaled default).
-    #[arg(long, value_parser = pmlab_spine::parse_size)]
+    #[arg(long, value_parser = pmlab_spine::parse_size, conflicts_with = "footprint")]
     elements: Option<u64>,
+    /// Size the structure by its data area instead (e.g. 1G: paper 000's footprints
+    /// are 1 to 6 GB): the most elements that fit.
+    #[arg(long, value_parser = pmlab_spine::parse_size)]
+    footprint: Option<u64>,
     /// Operations per transaction (default: 4 for bptree and db, else 1).
     #[arg(long)]
     ops_per_tx: Option<u32>,
@@ -70,6 +74,9 @@ impl WorkloadArgs {
         let mut p = Params::defaults(kind, dist);
         if let Some(e) = self.elements {
             p.elements = e;
+        }
+        if let Some(bytes) = self.footprint {
+            p.elements = pmlab_workloads::Workload::elements_for_footprint(kind, &p, bytes);
         }
         if let Some(o) = self.ops_per_tx {
             if o == 0 {
@@ -355,51 +362,29 @@ fn run_crash(a: CrashArgs) -> anyhow::Result<()> {
     );
     let mut failed = Vec::new();
     for kind in kinds {
-        // The small size unless the command line asks for another.
-        let mut cfg = crash::Config::small(kind, a.seed);
-        let asked = a.w.params(kind)?;
-        cfg.params.dist = asked.dist;
-        if let Some(e) = a.w.elements {
-            cfg.params.elements = e;
-        }
-        if a.w.ops_per_tx.is_some() {
-            cfg.params.ops_per_tx = asked.ops_per_tx;
-        }
-        if let Some(n) = a.txs {
-            cfg.txs = n;
-        }
+        let cfg = crash_config(&a, kind)?;
         for &p in &protos {
-            let pb = bar(cfg.txs, a.no_progress, &format!("{kind} {p}"));
-            let r = match p {
-                ProtocolKind::Redo => {
-                    crash::explore(&pmlab_txcheck::RedoHarness(faults), &cfg, &mut |n| {
-                        pb.set_position(n)
-                    })
-                }
-                ProtocolKind::Undo => {
-                    crash::explore(&pmlab_txcheck::UndoHarness(faults), &cfg, &mut |n| {
-                        pb.set_position(n)
-                    })
-                }
-            }
-            .with_context(|| format!("{kind} under {p}"))?;
-            pb.finish_and_clear();
-            t.row(vec![
-                kind.to_string(),
-                p.to_string(),
-                faults.to_string(),
-                r.txs.to_string(),
-                r.points.to_string(),
-                r.images.to_string(),
-                r.recoveries.to_string(),
-                r.recovery_images.to_string(),
-                r.failing_images.to_string(),
-            ]);
+            let r = explore_one(&cfg, p, faults, a.no_progress)
+                .with_context(|| format!("{kind} under {p}"))?;
+            let figures = [
+                r.txs,
+                r.points,
+                r.images,
+                r.recoveries,
+                r.recovery_images,
+                r.failing_images,
+            ];
+            let mut cells = vec![kind.to_string(), p.to_string(), faults.to_string()];
+            cells.extend(figures.iter().map(|n| n.to_string()));
+            t.row(cells);
             if let Some(f) = r.failures.first() {
                 failed.push(format!("{kind} {p}: {f}"));
             }
         }
     }
+    t.note(
+        "failing images: up to 4 per recorded run (the explorer stops a run's exploration there)",
+    );
     print!("{t}");
     if !failed.is_empty() {
         for f in &failed {
@@ -411,6 +396,41 @@ fn run_crash(a: CrashArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The exploration of `kind`: the small, CI-sized run unless the command line asks
+/// for another size, mix or length.
+fn crash_config(a: &CrashArgs, kind: Kind) -> anyhow::Result<crash::Config> {
+    let mut cfg = crash::Config::small(kind, a.seed);
+    let asked = a.w.params(kind)?;
+    cfg.params.dist = asked.dist;
+    if a.w.elements.is_some() || a.w.footprint.is_some() {
+        cfg.params.elements = asked.elements;
+    }
+    if a.w.ops_per_tx.is_some() {
+        cfg.params.ops_per_tx = asked.ops_per_tx;
+    }
+    if let Some(n) = a.txs {
+        cfg.txs = n;
+    }
+    Ok(cfg)
+}
+
+/// Explores one workload under one protocol, with a progress bar.
+fn explore_one(
+    cfg: &crash::Config,
+    p: ProtocolKind,
+    faults: FaultPlan,
+    quiet: bool,
+) -> anyhow::Result<crash::Report> {
+    let pb = bar(cfg.txs, quiet, &format!("{} {p}", cfg.workload));
+    let mut tick = |n| pb.set_position(n);
+    let r = match p {
+        ProtocolKind::Redo => crash::explore(&pmlab_txcheck::RedoHarness(faults), cfg, &mut tick),
+        ProtocolKind::Undo => crash::explore(&pmlab_txcheck::UndoHarness(faults), cfg, &mut tick),
+    };
+    pb.finish_and_clear();
+    Ok(r?)
 }
 
 /// `pmlab tx bench --ack`: the stress test's worker. It returns only on an error.
