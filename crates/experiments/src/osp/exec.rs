@@ -10,7 +10,7 @@ use pmlab_workloads::{Params, Workload};
 use serde::Serialize;
 
 use super::crash::{Subject, explore};
-use super::paper::{PaperWorkload, WORKLOADS};
+use super::paper::{PaperWorkload, WORKLOADS, ZIPF_ORDERED};
 use super::run::{Measurement, UNDO_LOG, Variant, measure, prepare};
 use super::{Config, OspError, large_variants, variants};
 
@@ -59,6 +59,8 @@ pub struct CrashRow {
 pub struct Results {
     /// Per workload, in the paper's order.
     pub runs: Vec<WorkloadRuns>,
+    /// The Zipf workloads with the unscrambled generator (undo log and OSP only).
+    pub ordered: Vec<WorkloadRuns>,
     /// Crash explorations of the correct protocols.
     pub crash: Vec<CrashRow>,
     /// For each broken variant, the exploration that caught it (or the last tried).
@@ -77,6 +79,13 @@ enum Done {
     Measure(usize, WorkloadRuns),
     Crash(usize, CrashRow),
     Broken(usize, CrashRow),
+}
+
+/// Protocols of the unscrambled-Zipf runs: the first of [`variants`] (undo log, OSP).
+const ORDERED_VARIANTS: usize = 2;
+
+fn is_ordered(w: &PaperWorkload) -> bool {
+    ZIPF_ORDERED.iter().any(|o| o.name == w.name)
 }
 
 /// The workload of the large-transaction run.
@@ -122,6 +131,11 @@ fn jobs(config: &Config) -> Vec<Job> {
         .enumerate()
         .map(|(i, &w)| Job::Measure(i, w))
         .collect();
+    if config.zipf_ordered {
+        for (i, &w) in ZIPF_ORDERED.iter().enumerate() {
+            jobs.push(Job::Measure(WORKLOADS.len() + i, w));
+        }
+    }
     if config.crash_txs > 0 {
         let mut k = 0;
         for &w in &WORKLOADS {
@@ -141,13 +155,15 @@ fn bar(config: &Config, jobs: &[Job]) -> indicatif::ProgressBar {
     if !config.progress {
         return indicatif::ProgressBar::hidden();
     }
-    let per_workload = variants().len() as u64 * (config.warmup + config.txs);
+    let per_variant = config.warmup + config.txs;
+    let per_workload = variants().len() as u64 * per_variant;
     let large = config.large_schedule();
     let large = large_variants().len() as u64 * (large.warmup + large.txs);
     let units: u64 = jobs
         .iter()
         .map(|j| match j {
             Job::Measure(_, w) if w.name == LARGE_WORKLOAD => per_workload + large,
+            Job::Measure(_, w) if is_ordered(w) => ORDERED_VARIANTS as u64 * per_variant,
             Job::Measure(..) => per_workload,
             Job::Crash(..) | Job::Broken(..) => config.crash_txs,
         })
@@ -203,12 +219,14 @@ pub(super) fn run_all(config: &Config) -> Result<Results, OspError> {
     });
     let mut r = Results {
         runs: Vec::new(),
+        ordered: Vec::new(),
         crash: Vec::new(),
         broken: Vec::new(),
         seconds: 0.0,
     };
     for d in done {
         match d {
+            Done::Measure(_, w) if is_ordered(&w.workload) => r.ordered.push(w),
             Done::Measure(_, w) => r.runs.push(w),
             Done::Crash(_, c) => r.crash.push(c),
             Done::Broken(_, c) => r.broken.push(c),
@@ -269,8 +287,14 @@ fn measure_workload(
         .unwrap_or(UNDO_LOG);
     let prep = prepare(w, elements, log)?;
     let paper_tlb = OspConfig::paper();
+    // The unscrambled-Zipf runs compare the undo log with OSP as the paper runs it.
+    let keep = if is_ordered(&w) {
+        ORDERED_VARIANTS
+    } else {
+        usize::MAX
+    };
     let mut runs = Vec::new();
-    for v in variants() {
+    for v in variants().into_iter().take(keep) {
         bar.set_message(format!("{} under {}", w.name, v.name()));
         let m = measure(&prep, &v, &paper_tlb, config.schedule(), &mut || bar.inc(1))?;
         runs.push(m);

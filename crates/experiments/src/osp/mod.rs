@@ -52,6 +52,9 @@ pub struct Config {
     pub large_tx_ops: u32,
     /// Measured transactions of the large-transaction run.
     pub large_txs: u64,
+    /// Also run the Zipf workloads with YCSB's unscrambled generator
+    /// ([`paper::ZIPF_ORDERED`]).
+    pub zipf_ordered: bool,
     /// Worker threads (one workload each at a time).
     pub threads: usize,
     /// Show progress on stderr.
@@ -74,6 +77,7 @@ impl Config {
             crash_txs: 12,
             large_tx_ops: 64,
             large_txs: 2_000,
+            zipf_ordered: true,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             progress: true,
         }

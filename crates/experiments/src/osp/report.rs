@@ -132,6 +132,9 @@ pub struct Report {
     pub scale: Vec<String>,
     /// Per workload, keyed by the paper's names.
     pub workloads: BTreeMap<String, WorkloadResult>,
+    /// Not the paper's: the Zipf workloads with YCSB's unscrambled generator, keyed by
+    /// `HT-zipf-ordered`, `RBT-zipf-ordered`, `BT-zipf-ordered` (empty if not run).
+    pub zipf_ordered: BTreeMap<String, WorkloadResult>,
     /// 1 / the mean over the seven workloads of OSP's flushes normalized to the undo
     /// log's (Figure 4a's average bar).
     pub avg_flush_reduction: f64,
@@ -272,6 +275,11 @@ impl Report {
                 .map(|n| (n.clone(), 1.0 / mean_norm(n)))
                 .collect(),
             workloads,
+            zipf_ordered: results
+                .ordered
+                .iter()
+                .map(|w| (w.workload.name.to_string(), workload_result(w)))
+                .collect(),
             large_transactions: large_results(config, &results),
             crash: results.crash.clone(),
             broken: results.broken.clone(),

@@ -71,7 +71,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print!("{report}");
     report.write(&config)?;
     println!(
-        "written: {}/{{figure4a, figure4b, table1, superpage, future, large-transactions, crash, broken, targets}}.csv, osp.json, {{figure4a, figure4b, table1}}.svg",
+        "written: {}/{{figure4a, figure4b, table1, superpage, future, large-transactions, zipf-ordered, crash, broken, targets}}.csv, osp.json, {{figure4a, figure4b, table1}}.svg",
         config.out_dir.display()
     );
     Ok(())
