@@ -3,4 +3,5 @@
 
 pub mod aerie;
 pub mod kessler_hill;
+pub mod osp;
 pub mod spacejmp;

@@ -42,6 +42,12 @@
 //!
 //! With paging on (`translation.identity = false`) the images are physical memory;
 //! with the identity translation (the default) physical and spine addresses coincide.
+//!
+//! Machine features that extend the MMU (OSP's shadow-paged TLB entries, in
+//! `pmlab-hwtx`) install a software TLB miss handler ([`TlbMissHandler`]): it supplies
+//! translations on misses, hears of every entry that leaves the TLB, may give an entry
+//! a second frame for some of its lines ([`LineMap`]), and reaches memory physically
+//! ([`Machine::phys`]).
 
 pub mod adapters;
 pub mod cache_levels;
@@ -65,7 +71,9 @@ pub use config::{
 };
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;
-pub use machine::{DEFAULT_RECORDING_LIMIT, Machine, MachineStats, SwitchCost};
+pub use machine::{
+    DEFAULT_RECORDING_LIMIT, Machine, MachineStats, Phys, SwitchCost, TlbMissHandler,
+};
 pub use os_pages::OsPages;
 pub use paging::{DemandPages, IdentityPages, PageSize, PageTables};
 pub use persist::{DurableState, Event, PendingFlush, PointKind};
@@ -74,4 +82,4 @@ pub use recording::{
     RecordingOverflow,
 };
 pub use segment_pages::SharedSegments;
-pub use tlb::{MAX_TLB_ENTRIES, Tlb, TlbConfig, TlbStats};
+pub use tlb::{Departed, LineMap, MAX_TLB_ENTRIES, Tlb, TlbConfig, TlbStats, Translation};

@@ -7,7 +7,11 @@
 //! YCSB's scrambled variant, popularity is not tied to position: a rank becomes an
 //! element through [`scatter`], a bijective mix, so the hot elements lie all over the
 //! structure rather than in one corner of it. Paper 000 gives no more detail than
-//! "following a Zipf distribution [YCSB]"; this is YCSB's own default.
+//! "following a Zipf distribution [YCSB]"; this is YCSB's own default. [`Dist::ZipfOrdered`]
+//! is YCSB's unscrambled `ZipfianGenerator`: rank r is element r, so the hot elements are
+//! the first ones (in a map, the keys inserted first, whose nodes were allocated
+//! together) — a sensitivity run for how much of a result comes from where the hot
+//! elements lie.
 
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -22,6 +26,8 @@ pub enum Dist {
     Uniform,
     /// Zipf with θ = 0.99 (YCSB), popularity scattered over the elements.
     Zipf,
+    /// Zipf with θ = 0.99 (YCSB's unscrambled generator): element r has rank r.
+    ZipfOrdered,
 }
 
 impl Dist {
@@ -30,6 +36,7 @@ impl Dist {
         match self {
             Dist::Uniform => "uniform",
             Dist::Zipf => "zipf",
+            Dist::ZipfOrdered => "zipf-ordered",
         }
     }
 
@@ -38,6 +45,7 @@ impl Dist {
         match s {
             "uniform" => Some(Dist::Uniform),
             "zipf" => Some(Dist::Zipf),
+            "zipf-ordered" => Some(Dist::ZipfOrdered),
             _ => None,
         }
     }
@@ -83,6 +91,8 @@ pub fn key_of(rank: u64) -> u64 {
 pub struct Picker {
     n: u64,
     zipf: Option<Zipf>,
+    /// Ranks become elements through [`scatter`] (YCSB's scrambled variant).
+    scattered: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -101,7 +111,7 @@ impl Picker {
     /// A picker over `[0, n)` (`n` at least 1). Zipf computes ζ(n, θ) once: O(n).
     pub fn new(n: u64, dist: Dist) -> Picker {
         let n = n.max(1);
-        let zipf = (dist == Dist::Zipf).then(|| {
+        let zipf = matches!(dist, Dist::Zipf | Dist::ZipfOrdered).then(|| {
             let theta = ZIPF_THETA;
             let zetan = zeta(n, theta);
             let zeta2 = zeta(2, theta);
@@ -112,7 +122,11 @@ impl Picker {
                 half_pow_theta: 1.0 + 0.5f64.powf(theta),
             }
         });
-        Picker { n, zipf }
+        Picker {
+            n,
+            zipf,
+            scattered: dist == Dist::Zipf,
+        }
     }
 
     /// How many elements it picks among.
@@ -124,7 +138,8 @@ impl Picker {
     pub fn pick(&self, rng: &mut Xoshiro256PlusPlus) -> u64 {
         match &self.zipf {
             None => rng.gen_range(0..self.n),
-            Some(z) => scatter(self.zipf_rank(z, rng), self.n),
+            Some(z) if self.scattered => scatter(self.zipf_rank(z, rng), self.n),
+            Some(z) => self.zipf_rank(z, rng),
         }
     }
 
@@ -180,5 +195,30 @@ mod tests {
         assert!((top - want).abs() < 0.01, "top {top}, want {want}");
         let u = count(&Picker::new(n, Dist::Uniform), &mut rng);
         assert!(*u.iter().max().unwrap() < 200, "{:?}", u.iter().max());
+    }
+
+    /// The unscrambled variant puts the popular elements first: the first ten elements
+    /// take the share of the ten top ranks (ζ(10)/ζ(n), 41 % for n = 1000), the
+    /// scrambled one scatters them (its first ten take about the same as any ten).
+    #[test]
+    fn ordered_zipf_puts_the_hot_elements_first() {
+        let n = 1000u64;
+        let draws = 100_000;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let first_ten = |p: &Picker, rng: &mut Xoshiro256PlusPlus| {
+            (0..draws).filter(|_| p.pick(rng) < 10).count() as f64 / draws as f64
+        };
+        let want = zeta(10, ZIPF_THETA) / zeta(n, ZIPF_THETA);
+        let ordered = first_ten(&Picker::new(n, Dist::ZipfOrdered), &mut rng);
+        assert!(
+            (ordered - want).abs() < 0.02,
+            "ordered {ordered}, want {want}"
+        );
+        let scrambled = first_ten(&Picker::new(n, Dist::Zipf), &mut rng);
+        assert!(
+            scrambled < want / 2.0,
+            "scrambled {scrambled}, ordered {want}"
+        );
+        assert_eq!(Dist::from_name("zipf-ordered"), Some(Dist::ZipfOrdered));
     }
 }

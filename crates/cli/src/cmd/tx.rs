@@ -41,7 +41,8 @@ struct WorkloadArgs {
     /// sps, hashtable, rbtree, btree, bptree, sdg or db.
     #[arg(long, default_value = "sps")]
     workload: String,
-    /// How operations pick elements: uniform or zipf (YCSB's θ = 0.99).
+    /// How operations pick elements: uniform, zipf (YCSB's θ = 0.99, scrambled) or
+    /// zipf-ordered (unscrambled: the first elements are the hot ones).
     #[arg(long, default_value = "uniform")]
     dist: String,
     /// Elements of the structure (default: the workload's scaled default).
@@ -69,8 +70,9 @@ impl WorkloadArgs {
     }
 
     fn params(&self, kind: Kind) -> anyhow::Result<Params> {
-        let dist = Dist::from_name(&self.dist)
-            .with_context(|| format!("--dist {:?}: not uniform or zipf", self.dist))?;
+        let dist = Dist::from_name(&self.dist).with_context(|| {
+            format!("--dist {:?}: not uniform, zipf or zipf-ordered", self.dist)
+        })?;
         let mut p = Params::defaults(kind, dist);
         if let Some(e) = self.elements {
             p.elements = e;

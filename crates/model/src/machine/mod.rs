@@ -1,12 +1,16 @@
 //! The machine: CPU timing, TLB, page tables, caches, memory device and persistence
 //! domain behind the spine's [`Memory`] interface.
 
+mod mmu;
 mod persistence;
+mod phys;
 mod switch;
 
 pub use switch::SwitchCost;
 
+pub use mmu::TlbMissHandler;
 pub use persistence::DEFAULT_RECORDING_LIMIT;
+pub use phys::Phys;
 
 use pmlab_spine::Asid;
 use pmlab_spine::{Addr, FlushKind, LINE, Memory, PersistCounters, SpineError, check_bounds};
@@ -23,7 +27,7 @@ use crate::error::ConfigError;
 use crate::os_pages::OsPages;
 use crate::paging::{DemandPages, IdentityPages, PageTables};
 use crate::persist::{DurableState, Event, LineSet, PendingFlush, PointKind};
-use crate::tlb::{Tlb, TlbStats};
+use crate::tlb::{Departed, Tlb, TlbStats};
 
 /// Everything the machine counts.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +57,10 @@ pub struct MachineStats {
     pub chaos_writebacks: u64,
     /// Line-sized non-temporal stores ([`Machine::write_nt`]).
     pub nt_stores: u64,
+    /// Fences that drained at least one non-temporal store: write-combining buffer
+    /// flushes, which OSP counts among its CPU flushes (paper 000 §3.1).
+    #[serde(default)]
+    pub nt_drains: u64,
     /// CR3 loads ([`Machine::load_cr3`], [`Machine::vas_switch`]).
     pub cr3_loads: u64,
     /// System calls ([`Machine::syscall`]).
@@ -91,6 +99,8 @@ pub struct Machine {
     durable: DurableState,
     dirty: LineSet,
     outstanding: u64,
+    /// Non-temporal stores since the last fence.
+    outstanding_nt: u64,
     chaos: Option<Chaos>,
     recording: Option<Vec<Event>>,
     recording_base: Option<DurableState>,
@@ -101,6 +111,12 @@ pub struct Machine {
     recording_overflow: Option<crate::recording::RecordingOverflow>,
     stats: MachineStats,
     wbuf: Vec<(u64, u32)>,
+    /// The software TLB miss handler, if one is installed ([`TlbMissHandler`]).
+    miss_handler: Option<Box<dyn TlbMissHandler>>,
+    /// Set while the handler is out of its slot, running.
+    handler_running: bool,
+    /// Entries that left the TLB, waiting to be told to the handler.
+    departed: Vec<Departed>,
 }
 
 impl std::fmt::Debug for Machine {
@@ -198,6 +214,7 @@ impl Machine {
             durable: DurableState::new(image),
             dirty: LineSet::new(config.memory_size.div_ceil(LINE)),
             outstanding: 0,
+            outstanding_nt: 0,
             chaos,
             recording: None,
             recording_base: None,
@@ -209,6 +226,9 @@ impl Machine {
                 ..MachineStats::default()
             },
             wbuf: Vec::new(),
+            miss_handler: None,
+            handler_running: false,
+            departed: Vec::new(),
             config,
         })
     }
@@ -288,34 +308,19 @@ impl Machine {
         self.dirty.len()
     }
 
-    /// Translates a virtual address of the current space, charging TLB and walk.
+    /// Translates a virtual address of the current space, charging TLB and walk; a
+    /// line served by a second frame ([`crate::LineMap`]) goes to that frame.
     fn translate(&mut self, vaddr: u64) -> Result<u64, SpineError> {
-        let unmapped = self.unmapped(vaddr);
         let vpn = vaddr >> self.page_shift;
         let offset = vaddr & ((1 << self.page_shift) - 1);
-        let pfn = match &mut self.tlb {
-            Some(tlb) => match tlb.lookup(self.asid, vpn) {
-                Some(pfn) => pfn,
-                None => {
-                    self.stats.cycles += tlb.config().walk_cycles;
-                    let pfn = self.pages.translate(self.asid, vpn);
-                    let pfn = pfn.ok_or_else(|| unmapped.clone())?;
-                    if self.pages.stale_translations() {
-                        tlb.flush();
-                    }
-                    tlb.insert(self.asid, vpn, pfn);
-                    pfn
-                }
-            },
-            None => self
-                .pages
-                .translate(self.asid, vpn)
-                .ok_or_else(|| unmapped.clone())?,
-        };
+        let t = self
+            .translation_of(vpn)
+            .ok_or_else(|| self.unmapped(vaddr))?;
+        let pfn = t.frame_of_line(offset / LINE);
         let paddr = (pfn << self.page_shift) | offset;
         // Page tables from elsewhere (the OS model) may know more frames than exist.
         if paddr >= self.config.memory_size {
-            return Err(unmapped);
+            return Err(self.unmapped(vaddr));
         }
         Ok(paddr)
     }
@@ -384,47 +389,15 @@ impl Memory for Machine {
     }
 
     fn read(&mut self, addr: Addr, buf: &mut [u8]) -> Result<(), SpineError> {
-        check_bounds(addr, buf.len() as u64, self.size())?;
-        self.chaos_tick();
-        for (va, off, n) in Self::line_pieces(addr, buf.len() as u64) {
-            let pa = self.translate(va)?;
-            self.stats.loads += 1;
-            self.cache_access(Kind::Read, pa, n);
-            let p = pa as usize;
-            buf[off..off + n].copy_from_slice(&self.current[p..p + n]);
-            self.point(PointKind::Load);
-        }
-        Ok(())
+        self.read_in(addr, buf, true)
     }
 
     fn write(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
-        check_bounds(addr, data.len() as u64, self.size())?;
-        self.chaos_tick();
-        for (va, off, n) in Self::line_pieces(addr, data.len() as u64) {
-            let pa = self.translate(va)?;
-            self.stats.stores += 1;
-            let p = pa as usize;
-            // The bytes are in the (coherent) current image before the hierarchy can
-            // write them through or back.
-            self.current[p..p + n].copy_from_slice(&data[off..off + n]);
-            self.dirty.insert(pa / LINE);
-            self.cache_access(Kind::Write, pa, n);
-            self.point(PointKind::Store);
-        }
-        Ok(())
+        self.write_in(addr, data, true)
     }
 
     fn flush(&mut self, addr: Addr, len: u64, kind: FlushKind) -> Result<(), SpineError> {
-        check_bounds(addr, len, self.size())?;
-        self.chaos_tick();
-        if len == 0 {
-            return Ok(());
-        }
-        for line in addr / LINE..=(addr + len - 1) / LINE {
-            let pa = self.translate(line * LINE)?;
-            self.flush_physical_line(pa, kind);
-        }
-        Ok(())
+        self.flush_in(addr, len, kind, true)
     }
 
     fn fence(&mut self) {
@@ -437,5 +410,68 @@ impl Memory for Machine {
             flushes: self.stats.flushes_by_kind.iter().sum(),
             fences: self.stats.fences,
         }
+    }
+}
+
+impl Machine {
+    /// The physical address of `addr`: translated if `virt`, as is otherwise.
+    fn resolve(&mut self, addr: u64, virt: bool) -> Result<u64, SpineError> {
+        if virt { self.translate(addr) } else { Ok(addr) }
+    }
+
+    fn read_in(&mut self, addr: Addr, buf: &mut [u8], virt: bool) -> Result<(), SpineError> {
+        check_bounds(addr, buf.len() as u64, self.size())?;
+        self.chaos_tick();
+        for (va, off, n) in Self::line_pieces(addr, buf.len() as u64) {
+            let pa = self.resolve(va, virt)?;
+            self.stats.loads += 1;
+            self.cache_access(Kind::Read, pa, n);
+            let p = pa as usize;
+            buf[off..off + n].copy_from_slice(&self.current[p..p + n]);
+            self.point(PointKind::Load);
+        }
+        Ok(())
+    }
+
+    fn write_in(&mut self, addr: Addr, data: &[u8], virt: bool) -> Result<(), SpineError> {
+        check_bounds(addr, data.len() as u64, self.size())?;
+        self.chaos_tick();
+        for (va, off, n) in Self::line_pieces(addr, data.len() as u64) {
+            let pa = self.resolve(va, virt)?;
+            self.store_line(pa, &data[off..off + n]);
+        }
+        Ok(())
+    }
+
+    /// One store inside one line at physical address `pa`.
+    fn store_line(&mut self, pa: u64, data: &[u8]) {
+        let n = data.len();
+        self.stats.stores += 1;
+        let p = pa as usize;
+        // The bytes are in the (coherent) current image before the hierarchy can
+        // write them through or back.
+        self.current[p..p + n].copy_from_slice(data);
+        self.dirty.insert(pa / LINE);
+        self.cache_access(Kind::Write, pa, n);
+        self.point(PointKind::Store);
+    }
+
+    fn flush_in(
+        &mut self,
+        addr: Addr,
+        len: u64,
+        kind: FlushKind,
+        virt: bool,
+    ) -> Result<(), SpineError> {
+        check_bounds(addr, len, self.size())?;
+        self.chaos_tick();
+        if len == 0 {
+            return Ok(());
+        }
+        for line in addr / LINE..=(addr + len - 1) / LINE {
+            let pa = self.resolve(line * LINE, virt)?;
+            self.flush_physical_line(pa, kind);
+        }
+        Ok(())
     }
 }

@@ -222,10 +222,19 @@ impl Machine {
     /// protocols that log with streaming stores (OSP counts such write-combining buffer
     /// flushes among its CPU flushes, §3.1).
     pub fn write_nt(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
+        self.write_nt_in(addr, data, true)
+    }
+
+    pub(super) fn write_nt_in(
+        &mut self,
+        addr: Addr,
+        data: &[u8],
+        virt: bool,
+    ) -> Result<(), SpineError> {
         check_bounds(addr, data.len() as u64, self.size())?;
         self.chaos_tick();
         for (va, off, n) in Self::line_pieces(addr, data.len() as u64) {
-            let pa = self.translate(va)?;
+            let pa = self.resolve(va, virt)?;
             let line = pa / LINE;
             self.stats.instructions += 1;
             self.stats.cycles += 1;
@@ -245,6 +254,7 @@ impl Machine {
                 self.log(Event::Pending { addr: pa, data });
             }
             self.outstanding += 1;
+            self.outstanding_nt += 1;
             self.point(PointKind::Store);
         }
         Ok(())
@@ -258,6 +268,10 @@ impl Machine {
         self.stats.cycles +=
             self.config.persist.fence_cycles + self.outstanding.div_ceil(banks) * self.write_cycles;
         self.outstanding = 0;
+        if self.outstanding_nt > 0 {
+            self.stats.nt_drains += 1;
+            self.outstanding_nt = 0;
+        }
         self.durable.fence();
         self.log(Event::Fence);
         self.point(PointKind::Fence);

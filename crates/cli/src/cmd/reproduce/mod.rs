@@ -5,6 +5,7 @@
 
 mod aerie;
 mod kessler_hill;
+mod osp;
 mod spacejmp;
 
 use std::path::PathBuf;
@@ -22,6 +23,9 @@ enum Paper {
     KesslerHill(kessler_hill::Args),
     /// Aerie: Table 2 (file operations) and Figure 2 (FileBench personalities).
     Aerie(aerie::Args),
+    /// OSP (paper 000): Figure 4a, Figure 4b and Table 1 on the machine model, the
+    /// super page, asynchronous consolidation, and crash exploration.
+    Osp(osp::Args),
     /// SpaceJMP: Figure 1, Table 2, Figure 6, the native vas_switch, GUPS (Figures 8, 9).
     Spacejmp(spacejmp::Args),
 }
@@ -57,6 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.paper {
         Paper::KesslerHill(a) => kessler_hill::run(a),
         Paper::Aerie(a) => aerie::run(a),
+        Paper::Osp(a) => osp::run(a),
         Paper::Spacejmp(a) => spacejmp::run(a),
     }
 }
