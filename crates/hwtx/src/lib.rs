@@ -1,0 +1,45 @@
+//! pmlab-hwtx: hardware transaction protocols, machine features of the model.
+//!
+//! Paper 001 (Lu, Shu, Sun, Mutlu, "Loose-Ordering Consistency for Persistent Memory",
+//! ICCD 2014) compares write-ahead logging protocols that differ in how strictly they
+//! order writes to persistent memory:
+//!
+//! | protocol | module | commit | ordering |
+//! |---|---|---|---|
+//! | baseline | [`baseline`] | none (no persistence) | none |
+//! | S-WAL | [`wal::swal`] | commit record, by software | `clflush` + `mfence` after the log, after the record |
+//! | H-WAL | [`loc`] | commit record, by hardware | waits for the log, then the record |
+//! | EC-WAL | [`loc`] | Eager Commit: counts in block groups | next transaction waits for the log |
+//! | LOC-WAL | [`loc`] | Eager Commit + Speculative Persistence | a window of SD transactions at a time |
+//! | Kiln | [`kiln`] | non-volatile LLC, commit register | commit flushes L1/L2 into the NV-LLC |
+//! | LOC-Kiln | [`kiln`] | NV-LLC + Speculative Persistence | a window of SD transactions at a time |
+//!
+//! All run on one [`core::Core`]: the machine model (its clock, its memory controller
+//! with per-bank queues, its coherent and durable images, its crash recording) and a
+//! tagged cache hierarchy of the machine's configured levels ([`hierarchy`]), which
+//! carries the transactional tags the paper adds. [`HwProtocol`] puts each behind
+//! pmlab's transaction interface; recovery of each runs over any memory, so a crash
+//! image is recovered exactly as the machine would.
+
+pub mod baseline;
+pub mod core;
+pub mod engine;
+pub mod hierarchy;
+pub mod loc;
+pub mod wal;
+
+pub use core::{ComputeModel, Core, CoreError, CoreStats};
+pub use engine::{Engine, EngineStats, HwError};
+pub use loc::{HwWal, WalConfig};
+pub use wal::format::Reading;
+
+/// Why a protocol instance could not be set up on a machine.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HwSetupError {
+    /// The machine cannot carry the protocols.
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    /// The log area is unaligned or too small.
+    #[error("log area at {0:#x} of {1} bytes: not line-aligned, or too small for two block groups")]
+    LogArea(u64, u64),
+}
