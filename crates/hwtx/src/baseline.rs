@@ -58,7 +58,9 @@ pub(crate) fn write_back_evicted(core: &mut Core, stats: &mut EngineStats) {
 pub(crate) fn write_back_all(core: &mut Core, stats: &mut EngineStats) {
     let mut done = core.m.cycles();
     for w in 0..core.h.llc_ways() {
-        let Some(line) = core.h.line_of(w) else { continue };
+        let Some(line) = core.h.line_of(w) else {
+            continue;
+        };
         if core.h.meta(w).dirty {
             let now = core.m.cycles();
             let data = core.line_data(line);

@@ -75,7 +75,9 @@ pub struct Core {
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").field("stats", &self.stats).finish_non_exhaustive()
+        f.debug_struct("Core")
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
     }
 }
 

@@ -46,6 +46,8 @@ pub struct Evicted {
     pub line: u64,
     /// Its tag state when it left.
     pub meta: Meta,
+    /// The LLC way it left (now empty or refilled).
+    pub way: usize,
 }
 
 /// No LLC way of a set could be given up: every one is pinned.
@@ -197,7 +199,9 @@ impl Hierarchy {
 
     fn fill_upper(&mut self, i: usize, line: u64) {
         let l = &mut self.upper[i];
-        let w = l.victim(line, |_| true).expect("an upper level evicts freely");
+        let w = l
+            .victim(line, |_| true)
+            .expect("an upper level evicts freely");
         let out = l.tags[w];
         l.tags[w] = line;
         l.touch(w);
@@ -310,7 +314,7 @@ impl Hierarchy {
             }
         }
         self.stats.llc_evictions += 1;
-        self.evicted.push(Evicted { line, meta });
+        self.evicted.push(Evicted { line, meta, way: w });
         self.llc.tags[w] = EMPTY;
         self.meta[w] = Meta::default();
     }
@@ -373,7 +377,10 @@ mod tests {
         for line in [0, 2, 4, 6] {
             h.access(line).unwrap();
         }
-        assert!(h.take_evicted().is_none(), "four ways of LLC set 0 hold them");
+        assert!(
+            h.take_evicted().is_none(),
+            "four ways of LLC set 0 hold them"
+        );
         h.access(8).unwrap();
         let e = h.take_evicted().unwrap();
         assert_eq!(e.line, 0, "least recently used");

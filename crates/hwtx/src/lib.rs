@@ -25,12 +25,15 @@ pub mod baseline;
 pub mod core;
 pub mod engine;
 pub mod hierarchy;
+pub mod kiln;
 pub mod loc;
+pub mod protocol;
 pub mod wal;
 
 pub use core::{ComputeModel, Core, CoreError, CoreStats};
 pub use engine::{Engine, EngineStats, HwError};
 pub use loc::{HwWal, WalConfig};
+pub use protocol::{HwConfig, HwFaults, HwImage, HwKind, HwProtocol};
 pub use wal::format::Reading;
 
 /// Why a protocol instance could not be set up on a machine.

@@ -24,7 +24,11 @@ fn writes_to_different_banks_overlap_and_one_bank_queues() {
     m.persist_barrier(b);
     assert_eq!(m.cycles(), 178);
     assert_eq!(m.durable().image()[64], 2);
-    assert_eq!(m.durable().image()[0], 1, "bank 0's first write completed too");
+    assert_eq!(
+        m.durable().image()[0],
+        1,
+        "bank 0's first write completed too"
+    );
     assert_eq!(m.durable().image()[8 * 64], 0, "the queued one has not");
     assert_eq!(m.pending_flushes().len(), 1);
     // A read of bank 0 queues behind the second write.
@@ -41,7 +45,11 @@ fn a_multi_line_write_lands_whole_when_its_last_line_completes() {
     let done = m.port_write(0, 0, &[7; 9 * 64]);
     assert_eq!(done, 336);
     m.stall_until(335);
-    assert_eq!(m.durable().image()[0], 0, "nothing lands before the last line");
+    assert_eq!(
+        m.durable().image()[0],
+        0,
+        "nothing lands before the last line"
+    );
     m.stall_until(336);
     assert!(m.durable().image()[..9 * 64].iter().all(|&b| b == 7));
 }

@@ -10,6 +10,8 @@
 //! protocol of the machine model implements to run under the same drivers.
 
 pub mod crash;
+pub mod hw;
 pub mod proto;
 
+pub use hw::HwHarness;
 pub use proto::{Harness, ProtocolKind, RedoHarness, UndoHarness};

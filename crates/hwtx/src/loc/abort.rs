@@ -9,7 +9,10 @@ use crate::wal::format::Record;
 
 impl HwWal {
     pub(super) fn abort_active(&mut self) -> Result<(), HwError> {
-        let a = self.active.take().expect("the interface checks a transaction runs");
+        let a = self
+            .active
+            .take()
+            .expect("the interface checks a transaction runs");
         self.stats.aborts += 1;
         let Some(hw) = a.hw else { return Ok(()) };
         for &line in &a.lines {

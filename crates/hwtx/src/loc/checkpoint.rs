@@ -53,14 +53,22 @@ impl HwWal {
         let last = self.tracked[n - 1].end_hw - 1;
         self.home_cached_versions(last);
         self.home_owed_versions(last);
-        let done = self.tracked.iter().take(n).map(|t| t.home_done).max().unwrap_or(0);
+        let done = self
+            .tracked
+            .iter()
+            .take(n)
+            .map(|t| t.home_done)
+            .max()
+            .unwrap_or(0);
         self.core.persist_wait(done);
         let (start_seq, base_tx) = match self.tracked.get(n) {
             Some(t) => (t.first_seq, t.first_hw),
             None => (self.window.first_seq, self.window.first_hw),
         };
         let now = self.core.m.cycles();
-        let d = self.log.write_head(&mut self.core.m, now, Head { start_seq, base_tx });
+        let d = self
+            .log
+            .write_head(&mut self.core.m, now, Head { start_seq, base_tx });
         self.core.persist_wait(d);
         self.stats.barriers += 2;
         self.tracked.drain(..n);
@@ -71,7 +79,9 @@ impl HwWal {
     /// persistent), leaving the lines cached and clean.
     fn home_cached_versions(&mut self, last: u64) {
         for w in 0..self.core.h.llc_ways() {
-            let Some(line) = self.core.h.line_of(w) else { continue };
+            let Some(line) = self.core.h.line_of(w) else {
+                continue;
+            };
             let meta = *self.core.h.meta(w);
             if !meta.dirty || meta.txdirty || meta.tx > last {
                 continue;

@@ -61,7 +61,9 @@ impl HwWal {
         } else if let Some(t) = self.window.txs.iter_mut().find(|t| t.hw == tx) {
             t.logged += bpl;
         } else {
-            unreachable!("a version not yet logged belongs to the window or the running transaction");
+            unreachable!(
+                "a version not yet logged belongs to the window or the running transaction"
+            );
         }
         Ok(())
     }
@@ -85,7 +87,11 @@ impl HwWal {
         for k in stale {
             self.owed.remove(&k);
         }
-        if let Some(t) = self.tracked.iter_mut().find(|t| t.first_hw <= tx && tx < t.end_hw) {
+        if let Some(t) = self
+            .tracked
+            .iter_mut()
+            .find(|t| t.first_hw <= tx && tx < t.end_hw)
+        {
             t.home_done = t.home_done.max(done);
         }
     }

@@ -23,7 +23,11 @@ impl HwWal {
     /// Tags `line` (just accessed) as written by the running transaction.
     pub(super) fn store_line(&mut self, line: u64) -> Result<(), HwError> {
         let hw = self.tx_id()?;
-        let w = self.core.h.newest(line).expect("the line was just accessed");
+        let w = self
+            .core
+            .h
+            .newest(line)
+            .expect("the line was just accessed");
         let meta = *self.core.h.meta(w);
         let active = self.active.as_mut().expect("a transaction runs");
         if active.first.insert(line) {
@@ -57,7 +61,11 @@ impl HwWal {
             .map(|(&(_, tx), _)| tx);
         if let Some(tx) = newest {
             let data = self.owed.remove(&(line, tx)).expect("just found");
-            debug_assert_eq!(data, self.core.line_data(line), "the newest version is the view");
+            debug_assert_eq!(
+                data,
+                self.core.line_data(line),
+                "the newest version is the view"
+            );
             let w = self.core.h.newest(line).expect("just filled");
             *self.core.h.meta_mut(w) = Meta {
                 tx,

@@ -12,7 +12,10 @@ use crate::wal::recovery::CommitRule;
 
 impl HwWal {
     pub(super) fn commit_active(&mut self) -> Result<Option<u64>, HwError> {
-        let a = self.active.take().expect("the interface checks a transaction runs");
+        let a = self
+            .active
+            .take()
+            .expect("the interface checks a transaction runs");
         let Some(hw) = a.hw else { return Ok(None) };
         let bpl = self.bpl();
         let tx = WinTx {
@@ -124,7 +127,12 @@ impl HwWal {
     /// H-WAL: wait for the blocks, write the commit record, wait for it.
     fn commit_records(&mut self) -> Result<(), HwError> {
         self.core.persist_wait(self.window.done_at);
-        let recs: Vec<Record> = self.window.txs.iter().map(|t| Record::Commit { tx: t.hw }).collect();
+        let recs: Vec<Record> = self
+            .window
+            .txs
+            .iter()
+            .map(|t| Record::Commit { tx: t.hw })
+            .collect();
         let now = self.core.m.cycles();
         self.log
             .add_records(&mut self.core.m, now, &recs)
@@ -148,7 +156,11 @@ impl HwWal {
                     if !seen.insert(line) {
                         continue;
                     }
-                    let newest = self.core.h.newest(line).filter(|&w| self.core.h.meta(w).tx == t.hw);
+                    let newest = self
+                        .core
+                        .h
+                        .newest(line)
+                        .filter(|&w| self.core.h.meta(w).tx == t.hw);
                     let w = newest.or_else(|| self.core.h.old_version(line, t.hw));
                     if let Some(w) = w.filter(|&w| self.core.h.meta(w).txdirty) {
                         ways.push((line, w));

@@ -206,6 +206,9 @@ pub enum SlotKind {
     Data,
     /// A line of records.
     Records,
+    /// No slot line: the tag itself is the commit record of its transaction (S-WAL's,
+    /// which software writes through the cache: a one-line group cannot be torn).
+    Commit,
 }
 
 /// A Line-reading BLK-TAG: `CID(3) TID(1) TxID(8) TxCnt(16) ADDR(32) RESV(4)`, CID and
@@ -229,8 +232,12 @@ impl BlkTag {
             SlotKind::Empty => 0,
             SlotKind::Data => 1,
             SlotKind::Records => 2,
+            SlotKind::Commit => 3,
         };
-        (u64::from(self.tx) << 52) | (u64::from(self.cnt) << 36) | (u64::from(self.line) << 4) | kind
+        (u64::from(self.tx) << 52)
+            | (u64::from(self.cnt) << 36)
+            | (u64::from(self.line) << 4)
+            | kind
     }
 
     /// Reads a tag; unknown kinds are errors.
@@ -239,6 +246,7 @@ impl BlkTag {
             0 => SlotKind::Empty,
             1 => SlotKind::Data,
             2 => SlotKind::Records,
+            3 => SlotKind::Commit,
             k => return Err(format!("BLK-TAG kind {k}")),
         };
         if w >> 60 != 0 {
@@ -407,7 +415,11 @@ mod tests {
         assert_eq!(WordTag::decode(w.encode()), w);
         let base = 250;
         for r in [
-            Record::Pair { tx: 251, ty: 260, n: 3 },
+            Record::Pair {
+                tx: 251,
+                ty: 260,
+                n: 3,
+            },
             Record::Count { tx: 255, cnt: 7 },
             Record::Abort { tx: 256 },
             Record::Commit { tx: 300 },

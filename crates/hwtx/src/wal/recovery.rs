@@ -167,7 +167,11 @@ pub fn recover<M: Memory + ?Sized>(
     Ok(out)
 }
 
-/// Reads the valid groups from the head's start until the first that is not valid.
+/// Reads every valid group of the log: the group at each place whose sequence number
+/// (Line reading) or lap (Word reading) is the one that place holds in the valid log,
+/// `[start, start + groups)`. A group that did not reach memory leaves a gap, and the
+/// groups after it are still read: the counts, not the order of arrival, decide what
+/// committed (groups land in any order across the banks).
 fn scan<M: Memory + ?Sized>(m: &mut M, l: &Layout, head: &Head) -> Result<Scan, RecoveryError> {
     let mut s = Scan::default();
     for seq in head.start_seq..head.start_seq + l.ngroups {
@@ -176,10 +180,7 @@ fn scan<M: Memory + ?Sized>(m: &mut M, l: &Layout, head: &Head) -> Result<Scan, 
             Reading::Line => scan_line_group(m, l, head, seq, addr, &mut s)?,
             Reading::Word => scan_word_group(m, l, head, seq, addr, &mut s)?,
         };
-        if !valid {
-            break;
-        }
-        s.groups += 1;
+        s.groups += u64::from(valid);
     }
     Ok(s)
 }
@@ -206,10 +207,17 @@ fn scan_line_group<M: Memory + ?Sized>(
                 let mut data = vec![0u8; 64];
                 m.read(slot, &mut data)?;
                 let t = s.txs.entry(full_tx(head.base_tx, tag.tx)).or_default();
-                t.blocks.push((seq * 8 + i as u64, u64::from(tag.line), 0, data));
+                t.blocks
+                    .push((seq * 8 + i as u64, u64::from(tag.line), 0, data));
                 if tag.cnt != 0 {
                     t.cnt = Some(tag.cnt);
                 }
+            }
+            SlotKind::Commit => {
+                s.txs
+                    .entry(full_tx(head.base_tx, tag.tx))
+                    .or_default()
+                    .commit_record = true;
             }
             SlotKind::Records => {
                 let mut b = [0u8; 64];
@@ -303,10 +311,18 @@ fn decide_by_count(
         let mut c = vec![false; order.len()];
         for i in (0..limit).rev() {
             let t = &txs[&order[i]];
-            c[i] = !t.aborted && counts(t, faults, |ty| index.get(&ty).is_some_and(|&j| j < limit && c[j]));
+            c[i] = !t.aborted
+                && counts(t, faults, |ty| {
+                    index.get(&ty).is_some_and(|&j| j < limit && c[j])
+                });
         }
         if faults.out_of_order {
-            return order.iter().zip(&c).filter(|(_, k)| **k).map(|(&id, _)| id).collect();
+            return order
+                .iter()
+                .zip(&c)
+                .filter(|(_, k)| **k)
+                .map(|(&id, _)| id)
+                .collect();
         }
         let first_bad = (0..limit)
             .find(|&i| !txs[&order[i]].aborted && !c[i])

@@ -259,7 +259,8 @@ impl Machine {
         // The fence takes its own cycles and waits for the writes it orders (every
         // write-back, streaming store and port write issued before it) to complete at
         // the memory controller, whose bank queues overlap them.
-        let end = (self.stats.cycles + self.config.persist.fence_cycles).max(self.outstanding_until);
+        let end =
+            (self.stats.cycles + self.config.persist.fence_cycles).max(self.outstanding_until);
         self.stats.cycles = end;
         self.inflight.clear();
         self.durable.fence();
