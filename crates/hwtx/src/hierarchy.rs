@@ -15,8 +15,10 @@
 //! upper levels hold only a line's newest version; the LLC may hold older ones beside it
 //! (`Meta::old`), each in a way of its own, so versions compete for associativity
 //! ("version overflow", §III-B). Replacement is LRU in every level (an upper-level hit
-//! does not refresh the LLC's order, as in a real inclusive hierarchy); a protocol may
-//! pin LLC ways (Kiln's uncommitted versions), which are then never chosen as victims.
+//! does not refresh the LLC's order, as in a real inclusive hierarchy), except that a
+//! full LLC set holding older versions gives up the oldest of them first (the paper's
+//! "evicts the oldest version"); a protocol may pin LLC ways (Kiln's uncommitted
+//! versions), which are then never chosen as victims.
 
 /// An empty way.
 const EMPTY: u64 = u64::MAX;
@@ -289,12 +291,18 @@ impl Hierarchy {
     fn alloc(&mut self, line: u64, protect: Option<usize>) -> Result<usize, Overflow> {
         let pin = self.pin_uncommitted;
         let meta = &self.meta;
-        let w = self
+        let allowed = |w: usize| Some(w) != protect && !(pin && (meta[w].txdirty || meta[w].vdirty));
+        // An older version goes first, the oldest of them (LOC §III-B: on version
+        // overflow "our design evicts the oldest version"); otherwise LRU.
+        let oldest_version = self
             .llc
-            .victim(line, |w| {
-                Some(w) != protect && !(pin && (meta[w].txdirty || meta[w].vdirty))
-            })
-            .ok_or(Overflow { line })?;
+            .set_range(line)
+            .filter(|&w| self.llc.tags[w] != EMPTY && meta[w].old && allowed(w))
+            .min_by_key(|&w| (meta[w].tx, self.llc.stamps[w]));
+        let w = match oldest_version {
+            Some(w) if self.llc.set_range(line).all(|v| self.llc.tags[v] != EMPTY) => w,
+            _ => self.llc.victim(line, allowed).ok_or(Overflow { line })?,
+        };
         if self.llc.tags[w] != EMPTY {
             self.evict_way(w);
         }
