@@ -291,7 +291,8 @@ impl Hierarchy {
     fn alloc(&mut self, line: u64, protect: Option<usize>) -> Result<usize, Overflow> {
         let pin = self.pin_uncommitted;
         let meta = &self.meta;
-        let allowed = |w: usize| Some(w) != protect && !(pin && (meta[w].txdirty || meta[w].vdirty));
+        let allowed =
+            |w: usize| Some(w) != protect && !(pin && (meta[w].txdirty || meta[w].vdirty));
         // An older version goes first, the oldest of them (LOC §III-B: on version
         // overflow "our design evicts the oldest version"); otherwise LRU.
         let oldest_version = self

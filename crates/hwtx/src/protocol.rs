@@ -252,8 +252,20 @@ impl std::fmt::Debug for HwProtocol {
 impl HwProtocol {
     /// A freshly formatted instance over `m`: its log (or NV-LLC state) in `log`, the
     /// transactions' data in `data`.
+    /// The log area of the WAL protocols must be zero (fresh memory): a group left
+    /// there by something else could read as valid.
     pub fn format(m: Machine, log: Area, data: Area, cfg: HwConfig) -> Result<HwProtocol, TxError> {
         check_areas(&m, log, data)?;
+        let (a, b) = (log.base as usize, log.end() as usize);
+        if !cfg.kind.nv_llc()
+            && cfg.kind.persistent()
+            && m.durable().image()[a..b].iter().any(|&x| x != 0)
+        {
+            return Err(bad_area(
+                log,
+                "the log area is not zero: format needs fresh memory",
+            ));
+        }
         let e = |e| setup_error(e, log);
         let engine: Box<dyn Engine> = match cfg.kind {
             HwKind::Baseline => Box::new(Baseline::new(m, cfg.compute).map_err(e)?),

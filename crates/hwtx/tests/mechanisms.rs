@@ -80,11 +80,17 @@ fn loc_wal_coalesces_a_line_two_transactions_wrote() {
     let (_, _, c1) = one_store(&mut p, 1);
     let (_, store2, c2) = one_store(&mut p, 2);
     assert_eq!(c1, 1);
-    assert_eq!(store2, 2, "an L1 hit: the older version moved aside in the LLC");
+    assert_eq!(
+        store2, 2,
+        "an L1 hit: the older version moved aside in the LLC"
+    );
     assert_eq!(c2, 1, "the window's end issues its writes without waiting");
     let s = p.engine().unwrap().stats();
     assert_eq!(s.versions_kept, 1);
-    assert_eq!(s.coalesced_blocks, 1, "transaction 1's block rides on transaction 2's");
+    assert_eq!(
+        s.coalesced_blocks, 1,
+        "transaction 1's block rides on transaction 2's"
+    );
     assert_eq!(s.log_lines, 1, "one line logged for two transactions");
     p.flush().unwrap();
     assert_eq!(p.durable(), 2);
@@ -94,7 +100,11 @@ fn loc_wal_coalesces_a_line_two_transactions_wrote() {
     mem.write(0, &p.memory().crash()).unwrap();
     let mut img = HwImage::new(mem, LOG, *p.config());
     let r = img.recover().unwrap();
-    assert!(r.note.contains("2 transactions committed (1 blocks home)"), "{}", r.note);
+    assert!(
+        r.note.contains("2 transactions committed (1 blocks home)"),
+        "{}",
+        r.note
+    );
     assert_eq!(img.read_u64(X).unwrap(), 2);
 }
 
