@@ -5,6 +5,7 @@
 
 mod aerie;
 mod kessler_hill;
+mod loc;
 
 use std::path::PathBuf;
 
@@ -21,6 +22,9 @@ enum Paper {
     KesslerHill(kessler_hill::Args),
     /// Aerie: Table 2 (file operations) and Figure 2 (FileBench personalities).
     Aerie(aerie::Args),
+    /// LOC (Loose-Ordering Consistency): Figures 6-9, throughput of S-WAL, H-WAL,
+    /// EC-WAL, LOC-WAL, Kiln and LOC-Kiln normalized to no persistence.
+    Loc(loc::Args),
 }
 
 /// Options every paper's reproduction takes.
@@ -54,5 +58,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.paper {
         Paper::KesslerHill(a) => kessler_hill::run(a),
         Paper::Aerie(a) => aerie::run(a),
+        Paper::Loc(a) => loc::run(a),
     }
 }
