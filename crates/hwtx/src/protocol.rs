@@ -141,6 +141,14 @@ pub struct HwConfig {
     pub compute: ComputeModel,
     /// Broken variants.
     pub faults: HwFaults,
+    /// Strict ordering as a total order of persistent writes, one 64-byte write in
+    /// flight at a time: S-WAL's `clflush` waits for its write-back (as on a core with
+    /// one outstanding memory request, gem5's TimingSimpleCPU), H-WAL and EC-WAL write
+    /// the lines of their block groups one after another, Kiln flushes one line into its
+    /// NV-LLC at a time; LOC-WAL and LOC-Kiln with a speculation degree above 1 persist
+    /// their windows' writes in any order, as before. Off by default: a commit's
+    /// independent writes then overlap across the banks. The reproduction runs both.
+    pub serial_persist: bool,
 }
 
 impl HwConfig {
@@ -152,6 +160,7 @@ impl HwConfig {
             reading: Reading::Line,
             compute: ComputeModel::default(),
             faults: HwFaults::NONE,
+            serial_persist: false,
         }
     }
 
@@ -171,7 +180,11 @@ impl HwConfig {
             HwKind::LocWal => WalConfig::locwal(self.effective_sd(), self.reading),
             _ => return None,
         };
-        Some(WalConfig { faults, ..w })
+        Some(WalConfig {
+            faults,
+            serial: self.serial_persist,
+            ..w
+        })
     }
 
     fn rule(&self) -> CommitRule {
@@ -269,7 +282,11 @@ impl HwProtocol {
         let e = |e| setup_error(e, log);
         let engine: Box<dyn Engine> = match cfg.kind {
             HwKind::Baseline => Box::new(Baseline::new(m, cfg.compute).map_err(e)?),
-            HwKind::SWal => Box::new(SWal::format(m, log.base, log.len, cfg.compute).map_err(e)?),
+            HwKind::SWal => Box::new(
+                SWal::format(m, log.base, log.len, cfg.compute)
+                    .map_err(e)?
+                    .with_serial(cfg.serial_persist),
+            ),
             HwKind::HWal | HwKind::EcWal | HwKind::LocWal => {
                 let w = cfg.wal().expect("a WAL protocol");
                 Box::new(HwWal::format(m, log.base, log.len, w, cfg.compute).map_err(e)?)
@@ -277,7 +294,8 @@ impl HwProtocol {
             HwKind::Kiln | HwKind::LocKiln => Box::new(
                 Kiln::format(m, log.base, log.len, cfg.effective_sd(), cfg.compute)
                     .map_err(e)?
-                    .with_no_wait(cfg.faults.kiln_no_wait),
+                    .with_no_wait(cfg.faults.kiln_no_wait)
+                    .with_serial(cfg.serial_persist),
             ),
         };
         Ok(HwProtocol::new(cfg, log, data, State::Running(engine)))
@@ -435,7 +453,11 @@ impl Protocol for HwProtocol {
                 let layout = cfg.layout(log)?;
                 let head = recovery::read_head(&mut m, &layout)
                     .map_err(|x| bad_area(log, &x.to_string()))?;
-                Box::new(SWal::resume(m, layout, head, cfg.compute).map_err(e)?)
+                Box::new(
+                    SWal::resume(m, layout, head, cfg.compute)
+                        .map_err(e)?
+                        .with_serial(cfg.serial_persist),
+                )
             }
             HwKind::HWal | HwKind::EcWal | HwKind::LocWal => {
                 let layout = cfg.layout(log)?;
@@ -455,7 +477,8 @@ impl Protocol for HwProtocol {
                     cfg.compute,
                 )
                 .map_err(e)?
-                .with_no_wait(cfg.faults.kiln_no_wait),
+                .with_no_wait(cfg.faults.kiln_no_wait)
+                .with_serial(cfg.serial_persist),
             ),
         };
         self.state = State::Running(engine);

@@ -55,6 +55,22 @@ fn a_multi_line_write_lands_whole_when_its_last_line_completes() {
 }
 
 #[test]
+fn a_serial_write_queues_its_lines_one_after_another() {
+    let mut m = machine();
+    // Three lines on three idle banks, each waiting for the one before.
+    let done = m.port_write_serial(0, 0, &[3; 3 * 64]);
+    assert_eq!(done, 3 * 168);
+    m.stall_until(2 * 168);
+    assert_eq!(
+        m.durable().image()[0],
+        0,
+        "one write: nothing lands before the last line"
+    );
+    m.stall_until(done);
+    assert_eq!(m.durable().image()[128], 3);
+}
+
+#[test]
 fn exploration_sees_writes_in_flight_and_landed() {
     let mut m = machine();
     let ((), run) = m.record(|m| {

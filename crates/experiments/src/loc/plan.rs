@@ -25,6 +25,8 @@ pub struct Key {
     pub reading: Reading,
     /// Memory latency (ns).
     pub latency_ns: u64,
+    /// Strict persistence serialized (`HwConfig::serial_persist`).
+    pub serial: bool,
 }
 
 impl Key {
@@ -35,6 +37,7 @@ impl Key {
             sd,
             reading,
             latency_ns,
+            serial: false,
         }
     }
 
@@ -43,6 +46,7 @@ impl Key {
         HwConfig {
             sd: self.sd,
             reading: self.reading,
+            serial_persist: self.serial,
             ..HwConfig::new(self.kind)
         }
     }
@@ -60,12 +64,13 @@ impl Key {
 
     fn describe(&self) -> String {
         format!(
-            "{} {} SD {} {} blocks {} ns",
+            "{} {} SD {} {} blocks {} ns{}",
             paper::workload_name(self.workload),
             self.kind.label(),
             self.sd,
             self.reading.name(),
-            self.latency_ns
+            self.latency_ns,
+            if self.serial { " serialized" } else { "" }
         )
     }
 }
@@ -124,6 +129,14 @@ pub fn keys(config: &Config) -> Vec<Key> {
             out.push(k(HwKind::HWal, 1, Reading::Word, base));
             out.push(k(HwKind::EcWal, 1, Reading::Word, base));
             out.push(k(HwKind::LocWal, 16, Reading::Word, base));
+        }
+        if config.serialized {
+            for kind in [HwKind::SWal, HwKind::HWal, HwKind::EcWal, HwKind::Kiln] {
+                out.push(Key {
+                    serial: true,
+                    ..k(kind, 1, line, base)
+                });
+            }
         }
     }
     out.dedup();

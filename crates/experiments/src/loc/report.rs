@@ -65,6 +65,7 @@ fn default_key(workload: pmlab_workloads::Kind, kind: HwKind) -> Key {
         sd,
         reading: Reading::Line,
         latency_ns: 168,
+        serial: false,
     }
 }
 
@@ -110,6 +111,9 @@ impl Report {
         r.figure9(&c, config);
         if config.readings {
             r.readings(&c);
+        }
+        if config.serialized {
+            r.serialized(&c);
         }
         r.targets(&c, &averages);
         let speed = r.speed(&m, wall_s, load_before, config);
@@ -338,6 +342,44 @@ impl Report {
             ]);
         }
         self.tables.push(("readings.csv".into(), t));
+    }
+
+    fn serialized(&mut self, c: &Ctx) {
+        let mut header = vec!["workload"];
+        header.extend(FIG6.iter().map(|k| k.label()));
+        let mut t = Table::new(
+            "Figure 6 with strict persistence serialized (one persistent write in flight at a time; LOC-WAL and LOC-Kiln at SD 16 unchanged)",
+            &header,
+        );
+        let key = |w, k: HwKind| {
+            let d = default_key(w, k);
+            Key {
+                serial: d.sd == 1,
+                ..d
+            }
+        };
+        let cols: Vec<(Vec<f64>, f64)> = FIG6.iter().map(|&k| c.series(|w| key(w, k))).collect();
+        for (i, &(_, name)) in paper::WORKLOADS.iter().enumerate() {
+            let mut row = vec![name.to_string()];
+            row.extend(cols.iter().map(|(v, _)| f3(v[i])));
+            t.row(row);
+        }
+        let mut avg = vec!["average".to_string()];
+        avg.extend(cols.iter().map(|(_, a)| f3(*a)));
+        t.row(avg);
+        let mut p = vec!["paper (average)".to_string()];
+        p.extend(
+            FIG6.iter()
+                .map(|&k| paper::average(k).map_or("-".into(), f3)),
+        );
+        t.row(p);
+        let ec = cols[2].1 / cols[1].1;
+        t.note(format!(
+            "EC-WAL / H-WAL: {} (paper {})",
+            f3(ec),
+            f3(paper::EC_OVER_H)
+        ));
+        self.tables.push(("serialized.csv".into(), t));
     }
 
     fn targets(&mut self, c: &Ctx, averages: &[(HwKind, f64)]) {

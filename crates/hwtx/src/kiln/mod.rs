@@ -69,6 +69,9 @@ pub struct Kiln {
     /// Broken variant: the commit register is written before the lines reach the
     /// NV-LLC, and nothing is waited for.
     no_wait: bool,
+    /// Kiln (SD 1) flushes one line into the NV-LLC at a time (see
+    /// [`crate::HwConfig::serial_persist`]).
+    serial: bool,
     stats: EngineStats,
 }
 
@@ -116,6 +119,7 @@ impl Kiln {
             victims: VecDeque::new(),
             free_victims: (0..VICTIMS as usize).rev().collect(),
             no_wait: false,
+            serial: false,
             stats: EngineStats::default(),
         })
     }
@@ -123,6 +127,12 @@ impl Kiln {
     /// The NV-LLC's persistent state's place.
     pub fn mirror(&self) -> &Mirror {
         &self.mirror
+    }
+
+    /// Flushes one line at a time at a strict commit (SD 1).
+    pub fn with_serial(mut self, on: bool) -> Kiln {
+        self.serial = on && self.sd == 1;
+        self
     }
 
     /// The broken variant whose commit does not wait for the NV-LLC.

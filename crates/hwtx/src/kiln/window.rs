@@ -54,7 +54,12 @@ impl Kiln {
             self.set_register(last);
         }
         let now = self.core.m.cycles();
-        let flushed = now + self.core.llc_cycles() + dirty.len() as u64;
+        let n = dirty.len() as u64;
+        let flushed = if self.serial {
+            now + n * self.core.llc_cycles()
+        } else {
+            now + self.core.llc_cycles() + n
+        };
         for &line in &dirty {
             self.demote(line)?;
         }

@@ -68,6 +68,10 @@ pub struct WalConfig {
     pub reading: Reading,
     /// Deliberately broken recovery, for the crash tests.
     pub faults: RecoveryFaults,
+    /// Strict ordering persists one block group at a time (see
+    /// [`crate::HwConfig::serial_persist`]); speculation windows of more than one
+    /// transaction are never serialized.
+    pub serial: bool,
 }
 
 impl WalConfig {
@@ -78,6 +82,7 @@ impl WalConfig {
             sd: 1,
             reading,
             faults: RecoveryFaults::default(),
+            serial: false,
         }
     }
 
@@ -181,7 +186,11 @@ impl HwWal {
             .ok_or(crate::HwSetupError::LogArea(log_base, log_len))?;
         let mut core = Core::new(m, compute)?;
         let log = LogWriter::format(&mut core.m, layout, 1);
-        Ok(HwWal::with_log(core, cfg, log))
+        Ok(HwWal::with_log(
+            core,
+            cfg,
+            log.with_serial(cfg.serial && cfg.sd == 1),
+        ))
     }
 
     /// An instance continuing after a recovery left `head` in the log.
@@ -193,7 +202,8 @@ impl HwWal {
         compute: ComputeModel,
     ) -> Result<HwWal, crate::HwSetupError> {
         let core = Core::new(m, compute)?;
-        Ok(HwWal::with_log(core, cfg, LogWriter::new(layout, head)))
+        let log = LogWriter::new(layout, head).with_serial(cfg.serial && cfg.sd == 1);
+        Ok(HwWal::with_log(core, cfg, log))
     }
 
     fn with_log(core: Core, cfg: WalConfig, log: LogWriter) -> HwWal {

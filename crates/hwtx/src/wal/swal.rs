@@ -62,6 +62,8 @@ pub struct SWal {
     logged: VecDeque<Logged>,
     /// Latest completion of a `clflush` write-back since the last `mfence`.
     flushed_until: u64,
+    /// `clflush` waits for its write-back (see [`crate::HwConfig::serial_persist`]).
+    serial: bool,
     stats: EngineStats,
 }
 
@@ -102,8 +104,15 @@ impl SWal {
             active: None,
             logged: VecDeque::new(),
             flushed_until: 0,
+            serial: false,
             stats: EngineStats::default(),
         })
+    }
+
+    /// `clflush` waits for its own write-back (see [`crate::HwConfig::serial_persist`]).
+    pub fn with_serial(mut self, on: bool) -> SWal {
+        self.serial = on;
+        self
     }
 
     /// The log's layout.
@@ -148,6 +157,9 @@ impl SWal {
                 let data = self.core.line_data(line);
                 let done = self.core.m.port_write(now, line * LINE, &data);
                 self.flushed_until = self.flushed_until.max(done);
+                if self.serial {
+                    self.core.persist_wait(done);
+                }
             }
             self.core.h.drop_way(w);
         }

@@ -49,6 +49,8 @@ pub struct LogWriter {
     head: Head,
     open: Vec<Slot>,
     max_done: u64,
+    /// One group in flight at a time (strict persistence, serialized).
+    serial: bool,
     stats: LogStats,
 }
 
@@ -61,8 +63,16 @@ impl LogWriter {
             head,
             open: Vec::new(),
             max_done: 0,
+            serial: false,
             stats: LogStats::default(),
         }
+    }
+
+    /// Issues each group only once the one before it completed (see
+    /// [`crate::HwConfig::serial_persist`]).
+    pub fn with_serial(mut self, on: bool) -> LogWriter {
+        self.serial = on;
+        self
     }
 
     /// Writes a fresh head (an empty log whose first transaction is `base_tx`) and
@@ -259,7 +269,11 @@ impl LogWriter {
     }
 
     fn issue(&mut self, m: &mut Machine, at: u64, addr: u64, bytes: &[u8]) {
-        let done = m.port_write(at, addr, bytes);
+        let done = if self.serial {
+            m.port_write_serial(at.max(self.max_done), addr, bytes)
+        } else {
+            m.port_write(at, addr, bytes)
+        };
         // The log area is not the program's: keep the coherent image equal to memory.
         m.coherent_write(addr, bytes);
         self.max_done = self.max_done.max(done);

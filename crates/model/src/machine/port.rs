@@ -68,11 +68,23 @@ impl Machine {
     /// them reach memory together when the last completes. Returns that cycle. The core
     /// does not wait (see [`Machine::persist_barrier`]).
     pub fn port_write(&mut self, at: u64, paddr: u64, data: &[u8]) -> u64 {
+        self.port_write_lines(at, paddr, data, false)
+    }
+
+    /// [`Machine::port_write`] with the lines queued one after another, each when the
+    /// one before it completed (a writer with one write in flight); still one write
+    /// that lands whole when the last line completes.
+    pub fn port_write_serial(&mut self, at: u64, paddr: u64, data: &[u8]) -> u64 {
+        self.port_write_lines(at, paddr, data, true)
+    }
+
+    fn port_write_lines(&mut self, at: u64, paddr: u64, data: &[u8], serial: bool) -> u64 {
         debug_assert!(paddr.is_multiple_of(LINE) && (data.len() as u64).is_multiple_of(LINE));
         let at = at.max(self.stats.cycles);
         let mut done = at;
         for i in 0..(data.len() as u64).div_ceil(LINE) {
-            done = done.max(self.ctl.write(at, paddr + i * LINE));
+            let arrival = if serial { done } else { at };
+            done = done.max(self.ctl.write(arrival, paddr + i * LINE));
         }
         self.device.note_write(paddr, data.len() as u64);
         let id = self.durable.add_pending(paddr, data);

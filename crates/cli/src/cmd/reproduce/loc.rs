@@ -28,6 +28,9 @@ pub struct Args {
     /// Skip the runs with 8-byte block-group blocks.
     #[arg(long)]
     no_readings: bool,
+    /// Skip the runs with strict persistence serialized.
+    #[arg(long)]
+    no_serialized: bool,
 }
 
 /// Runs `pmlab reproduce loc`.
@@ -51,11 +54,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     config.crash = (config.crash || args.crash) && !args.no_crash;
     config.readings = !args.no_readings;
+    config.serialized = !args.no_serialized;
     let report = loc::reproduce(&config)?;
     print!("{report}");
     report.write(&config)?;
     println!(
-        "written: {}/{{fig6..9.csv, readings.csv, targets.csv, speed.csv, crash.csv, broken.csv, loc.json, fig6..9.svg}}",
+        "written: {}/{{fig6..9.csv, readings.csv, serialized.csv, targets.csv, speed.csv, crash.csv, broken.csv, loc.json, fig6..9.svg}}",
         config.out_dir.display()
     );
     Ok(())
