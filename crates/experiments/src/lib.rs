@@ -4,3 +4,4 @@
 pub mod aerie;
 pub mod kessler_hill;
 pub mod loc;
+pub mod spacejmp;

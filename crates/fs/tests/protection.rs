@@ -6,7 +6,7 @@
 use pmlab_testkit::child;
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -22,10 +22,10 @@ const TEST: &str = "clients_fault_on_what_they_may_not_write";
 
 /// Runs one role in a child process as `uid`; returns its status and output.
 fn run_as(role: &str, sock: &Path, uid: u32) -> (std::process::ExitStatus, String) {
-    let out = child::command(TEST, role)
+    let exe = child::ForeignExecutable::new().unwrap();
+    let out = exe
+        .command_as(TEST, role, uid, uid)
         .env("PMLAB_FS_SOCK", sock)
-        .uid(uid)
-        .gid(uid)
         .output()
         .unwrap();
     (

@@ -113,3 +113,26 @@ fn the_undamaged_image_is_clean() {
         report.findings
     );
 }
+
+/// Found by the long run: a domain's reserved page 0 cleared in its data bitmap (with the
+/// bitmap page resealed) made fsck look up an owner the page never has, and panic.
+#[test]
+fn a_cleared_reserved_data_bit_is_a_finding() {
+    let mut bytes = image().to_vec();
+    let mut mem = VecMemory::new(bytes.len());
+    pmlab_spine::Memory::write(&mut mem, 0, &bytes).unwrap();
+    let sb = Superblock::read(&mut mem).unwrap();
+    let page = sb.dbitmap_of(0) as usize;
+    bytes[page * PAGE as usize] &= !1;
+    reseal(&mut bytes, page);
+    pmlab_spine::Memory::write(&mut mem, 0, &bytes).unwrap();
+    let report = fsck(&mut mem).unwrap();
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.place == "domain 0 data page 0" && f.what.contains("reserved")),
+        "{:?}",
+        report.findings
+    );
+}

@@ -3,6 +3,9 @@
 
 mod persistence;
 mod port;
+mod switch;
+
+pub use switch::SwitchCost;
 
 pub use persistence::DEFAULT_RECORDING_LIMIT;
 
@@ -52,6 +55,12 @@ pub struct MachineStats {
     pub chaos_writebacks: u64,
     /// Line-sized non-temporal stores ([`Machine::write_nt`]).
     pub nt_stores: u64,
+    /// CR3 loads ([`Machine::load_cr3`], [`Machine::vas_switch`]).
+    pub cr3_loads: u64,
+    /// System calls ([`Machine::syscall`]).
+    pub syscalls: u64,
+    /// Page-table entries written by the OS ([`Machine::charge_table_work`]).
+    pub table_entry_writes: u64,
     /// Read requests served by the device.
     pub device_reads: u64,
     /// Write requests served by the device (all causes).

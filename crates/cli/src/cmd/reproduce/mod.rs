@@ -6,6 +6,7 @@
 mod aerie;
 mod kessler_hill;
 mod loc;
+mod spacejmp;
 
 use std::path::PathBuf;
 
@@ -25,6 +26,8 @@ enum Paper {
     /// LOC (Loose-Ordering Consistency): Figures 6-9, throughput of S-WAL, H-WAL,
     /// EC-WAL, LOC-WAL, Kiln and LOC-Kiln normalized to no persistence.
     Loc(loc::Args),
+    /// SpaceJMP: Figure 1, Table 2, Figure 6, the native vas_switch, GUPS (Figures 8, 9).
+    Spacejmp(spacejmp::Args),
 }
 
 /// Options every paper's reproduction takes.
@@ -59,5 +62,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Paper::KesslerHill(a) => kessler_hill::run(a),
         Paper::Aerie(a) => aerie::run(a),
         Paper::Loc(a) => loc::run(a),
+        Paper::Spacejmp(a) => spacejmp::run(a),
     }
 }
