@@ -70,8 +70,8 @@ pub use config::{
 };
 pub use device::{Device, DeviceConfig, Endurance};
 pub use error::ConfigError;
-pub use memctl::{MemCtlStats, MemoryController};
 pub use machine::{DEFAULT_RECORDING_LIMIT, Machine, MachineStats, SwitchCost};
+pub use memctl::{MemCtlStats, MemoryController};
 pub use os_pages::OsPages;
 pub use paging::{DemandPages, IdentityPages, PageSize, PageTables};
 pub use persist::{DurableState, Event, PendingFlush, PointKind};

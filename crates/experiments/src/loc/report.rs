@@ -591,6 +591,7 @@ impl Report {
                     k.sd,
                     k.reading.name(),
                     k.latency_ns,
+                    k.serial,
                 )
             });
             keys.into_iter()
@@ -602,6 +603,7 @@ impl Report {
                         "sd": k.sd,
                         "reading": k.reading.name(),
                         "latency_ns": k.latency_ns,
+                        "serialized": k.serial,
                         "normalized_throughput": c.m.normalized(k),
                         "cycles": r.cycles,
                         "committed_tx": r.committed_tx,
