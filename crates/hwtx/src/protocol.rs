@@ -234,7 +234,8 @@ fn setup_error(e: crate::HwSetupError, log: Area) -> TxError {
 
 enum State {
     /// Attached to memory that may have crashed: recover first.
-    Waiting(Machine),
+    /// (Boxed: a machine is large beside an engine's pointer.)
+    Waiting(Box<Machine>),
     Running(Box<dyn Engine>),
     /// Only while a transition is under way.
     Gone,
@@ -305,7 +306,7 @@ impl HwProtocol {
     /// [`Protocol::recover`] before anything else.
     pub fn attach(m: Machine, log: Area, data: Area, cfg: HwConfig) -> Result<HwProtocol, TxError> {
         check_areas(&m, log, data)?;
-        Ok(HwProtocol::new(cfg, log, data, State::Waiting(m)))
+        Ok(HwProtocol::new(cfg, log, data, State::Waiting(Box::new(m))))
     }
 
     fn new(cfg: HwConfig, log: Area, data: Area, state: State) -> HwProtocol {
@@ -352,7 +353,7 @@ impl HwProtocol {
 
     fn take_machine(&mut self) -> Result<Machine, TxError> {
         match std::mem::replace(&mut self.state, State::Gone) {
-            State::Waiting(m) => Ok(m),
+            State::Waiting(m) => Ok(*m),
             State::Running(e) => e.shutdown().map_err(|e| hw_error(e, self.log)),
             State::Gone => unreachable!("never left gone"),
         }
@@ -441,7 +442,7 @@ impl Protocol for HwProtocol {
         let (rec, resume) = match result {
             Ok(r) => r,
             Err(e) => {
-                self.state = State::Waiting(m);
+                self.state = State::Waiting(Box::new(m));
                 return Err(e);
             }
         };

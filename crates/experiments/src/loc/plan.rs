@@ -193,11 +193,13 @@ pub(super) fn parallel<T: Send, J: Sync>(
     });
     pb.finish_and_clear();
     let mut done = Vec::with_capacity(jobs.len());
-    for r in out.into_inner().expect("no worker panics") {
-        match r {
-            Some(r) => done.push(r?),
-            None => {}
-        }
+    for r in out
+        .into_inner()
+        .expect("no worker panics")
+        .into_iter()
+        .flatten()
+    {
+        done.push(r?);
     }
     Ok(done)
 }
