@@ -30,6 +30,9 @@ enum Command {
     Scm(cmd::scm::Args),
     /// The Aerie file system: serve a volume, fsck, stress.
     Fs(cmd::fs::Args),
+    /// Durable transactions: the papers' workloads under each protocol, timed beside
+    /// PMDK, crash-explored on the model, killed at random moments.
+    Tx(cmd::tx::Args),
     /// SpaceJMP address spaces and segments: create, list, inspect, remove, check, stress.
     Vas(cmd::vas::Args),
 }
@@ -44,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Scm(a) => cmd::scm::run(a),
         Command::Fs(a) => cmd::fs::run(a),
+        Command::Tx(a) => cmd::tx::run(a),
         Command::Vas(a) => cmd::vas::run(a),
     };
     match result {

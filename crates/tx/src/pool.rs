@@ -287,4 +287,15 @@ mod tests {
         assert!(e.contains("too small") && e.contains("needs"), "{e}");
         assert!(PoolLayout::read(&mut VecMemory::new(1 << 16)).is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_header_bytes_decode_or_are_refused_without_panicking(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 84),
+            size in 0u64..1 << 30,
+        ) {
+            let b: [u8; 84] = bytes.try_into().unwrap();
+            let _ = PoolLayout::decode(&b, size);
+        }
+    }
 }

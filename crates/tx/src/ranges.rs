@@ -58,15 +58,16 @@ impl WriteSet {
         (first, last)
     }
 
-    /// The extent lengths after adding `[addr, addr + len)`: the lengths removed and
-    /// the one added (so that a caller can check a log bound before changing anything).
-    pub(crate) fn lengths_after(&self, addr: Addr, len: u64) -> (Vec<u64>, u64) {
+    /// What adding `[addr, addr + len)` would do, priced by `cost` per extent length:
+    /// the cost of the extents it merges away and the length of the extent it makes
+    /// (so that a caller can check a log bound before changing anything).
+    pub(crate) fn cost_after(&self, addr: Addr, len: u64, cost: impl Fn(u64) -> u64) -> (u64, u64) {
         let end = addr + len;
         let (first, last) = self.touching(addr, end);
         let merged = &self.extents[first..last];
         let lo = merged.first().map_or(addr, |e| e.addr.min(addr));
         let hi = merged.last().map_or(end, |e| e.end().max(end));
-        (merged.iter().map(|e| e.len).collect(), hi - lo)
+        (merged.iter().map(|e| cost(e.len)).sum(), hi - lo)
     }
 
     /// Records `data` at `addr`.
@@ -226,11 +227,11 @@ mod tests {
                 let len = rng.gen_range(1..40usize);
                 let addr = rng.gen_range(0..512 - len);
                 let data: Vec<u8> = (0..len).map(|_| rng.r#gen()).collect();
-                let (removed, added) = ws.lengths_after(addr as u64, len as u64);
+                let (removed, added) = ws.cost_after(addr as u64, len as u64, |l| l);
                 let before: u64 = ws.iter().map(|(_, d)| d.len() as u64).sum();
                 ws.insert(addr as u64, &data);
                 let after: u64 = ws.iter().map(|(_, d)| d.len() as u64).sum();
-                assert_eq!(after, before - removed.iter().sum::<u64>() + added);
+                assert_eq!(after, before - removed + added);
                 for (i, b) in data.iter().enumerate() {
                     model[addr + i] = Some(*b);
                 }

@@ -191,20 +191,25 @@ impl<M: Memory> Protocol for RedoProtocol<M> {
             let mut sorted: Vec<(Addr, u64)> =
                 records().map(|(a, d)| (a, d.len() as u64)).collect();
             sorted.sort_unstable();
-            if !self.log.faults().has(Fault::RedoRecoverySkipsReplay) {
+            if self.log.faults().has(Fault::RedoRecoverySkipsReplay) {
+                rec.note = format!(
+                    "found redo transaction {} and skipped its replay (a deliberate fault)",
+                    image.seq
+                );
+            } else {
                 for (addr, data) in records() {
                     self.mem.write(addr, data)?;
                 }
                 crate::ranges::flush_line_runs(&mut self.mem, sorted.into_iter())?;
                 self.mem.fence();
+                rec.repaired = !image.records.is_empty();
+                rec.entries = image.records.len() as u64;
+                rec.note = format!(
+                    "replayed redo transaction {}: {} records",
+                    image.seq,
+                    image.records.len()
+                );
             }
-            rec.repaired = !image.records.is_empty();
-            rec.entries = image.records.len() as u64;
-            rec.note = format!(
-                "replayed redo transaction {}: {} records",
-                image.seq,
-                image.records.len()
-            );
         } else {
             rec.note = "no committed log to replay (torn or empty)".into();
         }
@@ -246,9 +251,8 @@ impl<M: Memory> Protocol for RedoProtocol<M> {
         if len == 0 {
             return Ok(());
         }
-        let (removed, added) = self.writes.lengths_after(addr, len);
-        let needed = self.log_len - removed.into_iter().map(redo_record_len).sum::<u64>()
-            + redo_record_len(added);
+        let (removed, added) = self.writes.cost_after(addr, len, redo_record_len);
+        let needed = self.log_len - removed + redo_record_len(added);
         if needed > self.log.len() {
             return Err(TxError::LogFull {
                 kind: "redo",

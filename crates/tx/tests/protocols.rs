@@ -30,6 +30,26 @@ fn undo_keeps_the_interface_contract() {
     conformance::check_all(&mut h).unwrap();
 }
 
+/// The same contract with the machine model as the memory (caches, write-backs,
+/// persistence domain): where the hardware protocols will run.
+#[test]
+fn both_keep_the_contract_on_the_machine_model() {
+    use pmlab_model::{Machine, MachineConfig};
+    let machine = || Machine::new(MachineConfig::tiny(MEM as u64, 16)).unwrap();
+    conformance::check_all(&mut Harness {
+        fresh: || RedoProtocol::format(machine(), LOG, DATA).unwrap(),
+        reattach: |m| RedoProtocol::attach(m, LOG, DATA),
+        data: DATA,
+    })
+    .unwrap();
+    conformance::check_all(&mut Harness {
+        fresh: || UndoProtocol::format(machine(), LOG, DATA).unwrap(),
+        reattach: |m| UndoProtocol::attach(m, LOG, DATA),
+        data: DATA,
+    })
+    .unwrap();
+}
+
 /// A protocol that forgets to undo on abort fails the contract checks: they can fail.
 #[test]
 fn the_contract_checks_catch_an_abort_that_keeps_writes() {

@@ -8,7 +8,7 @@
 //! (recovering an image on `Machine::with_image`), and every driver runs it unchanged.
 
 use pmlab_model::Machine;
-use pmlab_spine::VecMemory;
+use pmlab_spine::{Memory, VecMemory};
 use pmlab_tx::{Area, Fault, FaultPlan, Protocol, RedoProtocol, TxError, UndoProtocol};
 
 /// The software protocols.
@@ -80,7 +80,6 @@ pub trait Harness {
 }
 
 fn image_memory(image: &[u8]) -> VecMemory {
-    use pmlab_spine::Memory;
     let mut m = VecMemory::new(image.len());
     m.write(0, image)
         .expect("an image fits a memory of its own size");
@@ -134,5 +133,39 @@ impl Harness for UndoHarness {
 
     fn attach_image(&self, image: &[u8], log: Area, data: Area) -> Result<Self::Image, TxError> {
         Ok(UndoProtocol::attach(image_memory(image), log, data)?.with_faults(self.0))
+    }
+}
+
+/// A software protocol over any memory: what the native drivers make pools with.
+pub trait Software<M: Memory>: Protocol<Mem = M> + Sized {
+    /// Formats the protocol's log over `m`.
+    fn format(m: M, log: Area, data: Area) -> Result<Self, TxError>;
+    /// Attaches to the log in `m` (not yet recovered).
+    fn attach(m: M, log: Area, data: Area) -> Result<Self, TxError>;
+    /// Runs with `faults`.
+    fn faulty(self, faults: FaultPlan) -> Self;
+}
+
+impl<M: Memory> Software<M> for RedoProtocol<M> {
+    fn format(m: M, log: Area, data: Area) -> Result<Self, TxError> {
+        RedoProtocol::format(m, log, data)
+    }
+    fn attach(m: M, log: Area, data: Area) -> Result<Self, TxError> {
+        RedoProtocol::attach(m, log, data)
+    }
+    fn faulty(self, faults: FaultPlan) -> Self {
+        self.with_faults(faults)
+    }
+}
+
+impl<M: Memory> Software<M> for UndoProtocol<M> {
+    fn format(m: M, log: Area, data: Area) -> Result<Self, TxError> {
+        UndoProtocol::format(m, log, data)
+    }
+    fn attach(m: M, log: Area, data: Area) -> Result<Self, TxError> {
+        UndoProtocol::attach(m, log, data)
+    }
+    fn faulty(self, faults: FaultPlan) -> Self {
+        self.with_faults(faults)
     }
 }

@@ -520,68 +520,70 @@ impl Tree {
         }
         let mut b = vec![0u8; NODE as usize];
         while let Some(v) = stack.pop() {
-            let idx = self.slab.index(v.at, bump).ok_or_else(|| {
-                CheckError::new(
-                    name,
-                    v.from,
-                    format!("link {:#x} is not an allocated node", v.at),
-                )
-            })?;
-            if !walk.used.set(idx) {
-                return Err(CheckError::new(name, v.at, "a node is reached twice"));
-            }
-            p.read(v.at, &mut b)
-                .map_err(|e| read_failed(name, v.at, e))?;
-            let node = Img {
-                addr: v.at,
-                orig: Vec::new(),
-                b: b.clone(),
-                s: self.shape,
-            };
-            walk.node(&node, &v, v.at == root)?;
+            let node = self.visit(p, &mut walk, &v, bump, root, &mut b)?;
             if node.leaf() {
                 walk.leaf(&node, &v, &mut pair)?;
             } else {
-                // Children pushed right to left, so leaves are visited in key order.
-                let n = node.count();
-                for j in (0..=n).rev() {
-                    stack.push(Visit {
-                        at: node.kid(j),
-                        from: v.at + node.slot(j) as u64,
-                        lo: if j == 0 {
-                            v.lo.clone()
-                        } else {
-                            Some(node.key(j - 1).to_vec())
-                        },
-                        hi: if j == n {
-                            v.hi.clone()
-                        } else {
-                            Some(node.key(j).to_vec())
-                        },
-                        depth: v.depth + 1,
-                    });
-                }
+                push_children(&mut stack, &node, &v);
             }
         }
-        if let Some((pl, pnext)) = walk.prev_leaf {
-            if pnext != 0 {
-                return Err(CheckError::new(
-                    name,
-                    pl,
-                    format!("the last leaf links to {pnext:#x}"),
-                ));
-            }
-        }
-        let count = rd(p, self.count)?;
-        if count != walk.held {
-            return Err(CheckError::new(
-                name,
-                self.count,
-                format!("the count word says {count}, the leaves hold {}", walk.held),
-            ));
-        }
-        self.slab.check(p, &walk.used)?;
+        walk.finish(self, p)?;
         Ok(walk.held)
+    }
+
+    /// Marks node `v.at` used (once), reads it and checks its occupancy and order.
+    fn visit<P: Protocol>(
+        &self,
+        p: &mut P,
+        walk: &mut Walk,
+        v: &Visit,
+        bump: u64,
+        root: Addr,
+        b: &mut [u8],
+    ) -> Result<Img, CheckError> {
+        let name = walk.name;
+        let idx = self.slab.index(v.at, bump).ok_or_else(|| {
+            CheckError::new(
+                name,
+                v.from,
+                format!("link {:#x} is not an allocated node", v.at),
+            )
+        })?;
+        if !walk.used.set(idx) {
+            return Err(CheckError::new(name, v.at, "a node is reached twice"));
+        }
+        p.read(v.at, b).map_err(|e| read_failed(name, v.at, e))?;
+        let node = Img {
+            addr: v.at,
+            orig: Vec::new(),
+            b: b.to_vec(),
+            s: self.shape,
+        };
+        walk.node(&node, v, v.at == root)?;
+        Ok(node)
+    }
+}
+
+/// Pushes an internal node's children right to left, so that leaves are visited in
+/// key order.
+fn push_children(stack: &mut Vec<Visit>, node: &Img, v: &Visit) {
+    let n = node.count();
+    for j in (0..=n).rev() {
+        stack.push(Visit {
+            at: node.kid(j),
+            from: v.at + node.slot(j) as u64,
+            lo: if j == 0 {
+                v.lo.clone()
+            } else {
+                Some(node.key(j - 1).to_vec())
+            },
+            hi: if j == n {
+                v.hi.clone()
+            } else {
+                Some(node.key(j).to_vec())
+            },
+            depth: v.depth + 1,
+        });
     }
 }
 
@@ -635,6 +637,32 @@ impl Walk {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The end of the leaf chain, the count word, and the node pool's accounting.
+    fn finish<P: Protocol>(&self, t: &Tree, p: &mut P) -> Result<(), CheckError> {
+        let name = self.name;
+        if let Some((pl, pnext)) = self.prev_leaf {
+            if pnext != 0 {
+                return Err(CheckError::new(
+                    name,
+                    pl,
+                    format!("the last leaf links to {pnext:#x}"),
+                ));
+            }
+        }
+        let count = p
+            .read_u64(t.count)
+            .map_err(|e| read_failed(name, t.count, e))?;
+        if count != self.held {
+            return Err(CheckError::new(
+                name,
+                t.count,
+                format!("the count word says {count}, the leaves hold {}", self.held),
+            ));
+        }
+        t.slab.check(p, &self.used)?;
         Ok(())
     }
 

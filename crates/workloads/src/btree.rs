@@ -425,52 +425,36 @@ fn check_tree<P: Protocol>(t: &BTree, p: &mut P) -> Result<Contents, CheckError>
     let mut contents = Contents::default();
     let root = rd(p, t.h.state(ROOT))?;
     let mut leaf_depth = None;
-    // (node, where the link to it is, keys it must lie strictly between, depth)
-    let mut stack = vec![(root, t.h.state(ROOT), None::<u64>, None::<u64>, 0u32)];
-    if root == 0 {
-        stack.clear();
+    let mut stack = Vec::new();
+    if root != 0 {
+        stack.push(Visit {
+            at: root,
+            from: t.h.state(ROOT),
+            lo: None,
+            hi: None,
+            depth: 0,
+        });
     }
-    while let Some((at, from, lo, hi, depth)) = stack.pop() {
-        let i = t.slab.index(at, bump).ok_or_else(|| {
-            CheckError::new(NAME, from, format!("link {at:#x} is not an allocated node"))
+    while let Some(v) = stack.pop() {
+        let i = t.slab.index(v.at, bump).ok_or_else(|| {
+            CheckError::new(
+                NAME,
+                v.from,
+                format!("link {:#x} is not an allocated node", v.at),
+            )
         })?;
         if !used.set(i) {
-            return Err(CheckError::new(NAME, at, "a node is reached twice"));
+            return Err(CheckError::new(NAME, v.at, "a node is reached twice"));
         }
-        let mut b = [0u8; NODE as usize];
-        p.read(at, &mut b).map_err(|e| read_failed(NAME, at, e))?;
-        let raw_n = u64::from_le_bytes(b[0..8].try_into().expect("8"));
-        let raw_leaf = u64::from_le_bytes(b[8..16].try_into().expect("8"));
-        let min = if at == root { 1 } else { T as u64 - 1 };
-        if raw_n < min || raw_n > MAX as u64 || raw_leaf > 1 {
-            return Err(CheckError::new(
-                NAME,
-                at,
-                format!("{raw_n} keys (allowed {min} to {MAX}), leaf flag {raw_leaf}"),
-            ));
-        }
-        let x = Node::decode(at, b);
-        let mut prev = lo;
-        for j in 0..x.n {
-            let k = x.keys[j];
-            if prev.is_some_and(|p| k <= p) || hi.is_some_and(|h| k >= h) {
-                return Err(CheckError::new(
-                    NAME,
-                    at,
-                    format!("key {j} ({k:#x}) is out of order"),
-                ));
-            }
-            prev = Some(k);
-            contents.add(k, x.vals[j]);
-        }
+        let x = check_node(p, &v, v.at == root, &mut contents)?;
         if x.leaf {
             match leaf_depth {
-                None => leaf_depth = Some(depth),
-                Some(d) if d != depth => {
+                None => leaf_depth = Some(v.depth),
+                Some(d) if d != v.depth => {
                     return Err(CheckError::new(
                         NAME,
-                        at,
-                        format!("a leaf at depth {depth}, another at {d}"),
+                        v.at,
+                        format!("a leaf at depth {}, another at {d}", v.depth),
                     ));
                 }
                 _ => {}
@@ -478,15 +462,13 @@ fn check_tree<P: Protocol>(t: &BTree, p: &mut P) -> Result<Contents, CheckError>
             continue;
         }
         for j in 0..=x.n {
-            let lo = if j == 0 { lo } else { Some(x.keys[j - 1]) };
-            let hi = if j == x.n { hi } else { Some(x.keys[j]) };
-            stack.push((
-                x.kids[j],
-                at + 16 + 16 * MAX as u64 + 8 * j as u64,
-                lo,
-                hi,
-                depth + 1,
-            ));
+            stack.push(Visit {
+                at: x.kids[j],
+                from: v.at + 16 + 16 * MAX as u64 + 8 * j as u64,
+                lo: if j == 0 { v.lo } else { Some(x.keys[j - 1]) },
+                hi: if j == x.n { v.hi } else { Some(x.keys[j]) },
+                depth: v.depth + 1,
+            });
         }
     }
     let count = rd(p, t.h.state(COUNT))?;
@@ -502,4 +484,51 @@ fn check_tree<P: Protocol>(t: &BTree, p: &mut P) -> Result<Contents, CheckError>
     }
     t.slab.check(p, &used)?;
     Ok(contents)
+}
+
+/// A node the checker is to visit: where, who links to it, the keys it must lie
+/// strictly between, and its depth.
+struct Visit {
+    at: Addr,
+    from: Addr,
+    lo: Option<u64>,
+    hi: Option<u64>,
+    depth: u32,
+}
+
+/// Reads node `v.at`, checks its key count and key order, and adds its pairs.
+fn check_node<P: Protocol>(
+    p: &mut P,
+    v: &Visit,
+    is_root: bool,
+    contents: &mut Contents,
+) -> Result<Node, CheckError> {
+    let mut b = [0u8; NODE as usize];
+    p.read(v.at, &mut b)
+        .map_err(|e| read_failed(NAME, v.at, e))?;
+    let raw_n = u64::from_le_bytes(b[0..8].try_into().expect("8"));
+    let raw_leaf = u64::from_le_bytes(b[8..16].try_into().expect("8"));
+    let min = if is_root { 1 } else { T as u64 - 1 };
+    if raw_n < min || raw_n > MAX as u64 || raw_leaf > 1 {
+        return Err(CheckError::new(
+            NAME,
+            v.at,
+            format!("{raw_n} keys (allowed {min} to {MAX}), leaf flag {raw_leaf}"),
+        ));
+    }
+    let x = Node::decode(v.at, b);
+    let mut prev = v.lo;
+    for j in 0..x.n {
+        let k = x.keys[j];
+        if prev.is_some_and(|p| k <= p) || v.hi.is_some_and(|h| k >= h) {
+            return Err(CheckError::new(
+                NAME,
+                v.at,
+                format!("key {j} ({k:#x}) is out of order"),
+            ));
+        }
+        prev = Some(k);
+        contents.add(k, x.vals[j]);
+    }
+    Ok(x)
 }

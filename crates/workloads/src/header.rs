@@ -26,6 +26,8 @@ pub const STATE_OFF: u64 = 64;
 pub const STATE_WORDS: u64 = 24;
 /// Where the structure starts, from the data area's base.
 pub const STRUCT_OFF: u64 = 256;
+/// Most elements a structure may be made for (so that no size computation overflows).
+pub const MAX_ELEMENTS: u64 = 1 << 40;
 
 /// The fixed fields of a workload header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +117,13 @@ impl Header {
                     "the area holds a {:?} structure, not {name:?}",
                     String::from_utf8_lossy(&raw[..end])
                 ),
+            ));
+        }
+        if word(24) < 2 || word(24) > MAX_ELEMENTS {
+            return Err(bad(
+                24,
+                "elements",
+                format!("{} is not between 2 and {MAX_ELEMENTS}", word(24)),
             ));
         }
         Ok(Header {

@@ -326,78 +326,59 @@ impl Structure for RbTree {
         let mut contents = Contents::default();
         let root = rd(p, self.h.state(ROOT))?;
         let mut black_height: Option<u64> = None;
-        // (node, its parent, keys it must lie strictly between, blacks above it, parent red)
-        let mut stack = vec![(root, 0u64, None::<u64>, None::<u64>, 0u64, false)];
-        while let Some((n, parent, lo, hi, blacks, parent_red)) = stack.pop() {
-            if n == 0 {
+        let mut stack = vec![Visit {
+            n: root,
+            parent: 0,
+            lo: None,
+            hi: None,
+            blacks: 0,
+            parent_red: false,
+        }];
+        while let Some(v) = stack.pop() {
+            if v.n == 0 {
                 match black_height {
-                    None => black_height = Some(blacks),
-                    Some(b) if b != blacks => {
+                    None => black_height = Some(v.blacks),
+                    Some(b) if b != v.blacks => {
                         return Err(CheckError::new(
                             NAME,
-                            parent,
-                            format!("a path below holds {blacks} black nodes, another {b}"),
+                            v.parent,
+                            format!("a path below holds {} black nodes, another {b}", v.blacks),
                         ));
                     }
                     _ => {}
                 }
                 continue;
             }
-            let i = self.slab.index(n, bump).ok_or_else(|| {
+            let i = self.slab.index(v.n, bump).ok_or_else(|| {
                 CheckError::new(
                     NAME,
-                    parent,
-                    format!("link {n:#x} is not an allocated node"),
+                    v.parent,
+                    format!("link {:#x} is not an allocated node", v.n),
                 )
             })?;
             if !used.set(i) {
-                return Err(CheckError::new(NAME, n, "a node is reached twice"));
+                return Err(CheckError::new(NAME, v.n, "a node is reached twice"));
             }
-            let mut f = [0u8; 48];
-            p.read(n, &mut f).map_err(|e| read_failed(NAME, n, e))?;
-            let w =
-                |o: u64| u64::from_le_bytes(f[o as usize..o as usize + 8].try_into().expect("8"));
-            let (key, color) = (w(KEY), w(COLOR));
-            if w(PARENT) != parent {
-                return Err(CheckError::new(
-                    NAME,
-                    n,
-                    format!("parent link {:#x}, reached from {parent:#x}", w(PARENT)),
-                ));
-            }
-            if lo.is_some_and(|l| key <= l) || hi.is_some_and(|h| key >= h) {
-                return Err(CheckError::new(
-                    NAME,
-                    n,
-                    format!("key {key:#x} is out of search order"),
-                ));
-            }
-            let red = match color {
-                RED => true,
-                BLACK => false,
-                c => {
-                    return Err(CheckError::new(
-                        NAME,
-                        n,
-                        format!("color {c} is neither red nor black"),
-                    ));
-                }
-            };
-            if red && (parent_red || parent == 0) {
-                return Err(CheckError::new(
-                    NAME,
-                    n,
-                    if parent == 0 {
-                        "the root is red"
-                    } else {
-                        "a red node has a red child"
-                    },
-                ));
-            }
-            contents.add(key, w(VALUE));
-            let b = blacks + u64::from(!red);
-            stack.push((w(LEFT), n, lo, Some(key), b, red));
-            stack.push((w(RIGHT), n, Some(key), hi, b, red));
+            let node = check_node(p, &v)?;
+            contents.add(node.key, node.value);
+            let (b, red) = (v.blacks + u64::from(!node.red), node.red);
+            let (lo, hi) = (v.lo, v.hi);
+            stack.push(Visit {
+                n: node.left,
+                parent: v.n,
+                lo,
+                hi: Some(node.key),
+                blacks: b,
+                parent_red: red,
+            });
+            stack.push(Visit {
+                n: node.right,
+                parent: v.n,
+                lo: Some(node.key),
+                hi,
+                blacks: b,
+                parent_red: red,
+            });
         }
         let count = rd(p, self.h.state(COUNT))?;
         if count != contents.count {
@@ -413,4 +394,71 @@ impl Structure for RbTree {
         self.slab.check(p, &used)?;
         Ok(contents)
     }
+}
+
+/// A node the checker is to visit: the node (0 for a null link), its parent, the keys
+/// it must lie strictly between, the black nodes above it, whether its parent is red.
+struct Visit {
+    n: Addr,
+    parent: Addr,
+    lo: Option<u64>,
+    hi: Option<u64>,
+    blacks: u64,
+    parent_red: bool,
+}
+
+/// A node's fields as the checker needs them.
+struct Fields {
+    key: u64,
+    value: u64,
+    left: Addr,
+    right: Addr,
+    red: bool,
+}
+
+/// Reads node `v.n` and checks its parent link, search order and colours.
+fn check_node<P: Protocol>(p: &mut P, v: &Visit) -> Result<Fields, CheckError> {
+    let n = v.n;
+    let mut f = [0u8; 48];
+    p.read(n, &mut f).map_err(|e| read_failed(NAME, n, e))?;
+    let w = |o: u64| u64::from_le_bytes(f[o as usize..o as usize + 8].try_into().expect("8"));
+    let key = w(KEY);
+    if w(PARENT) != v.parent {
+        return Err(CheckError::new(
+            NAME,
+            n,
+            format!("parent link {:#x}, reached from {:#x}", w(PARENT), v.parent),
+        ));
+    }
+    if v.lo.is_some_and(|l| key <= l) || v.hi.is_some_and(|h| key >= h) {
+        return Err(CheckError::new(
+            NAME,
+            n,
+            format!("key {key:#x} is out of search order"),
+        ));
+    }
+    let red = match w(COLOR) {
+        RED => true,
+        BLACK => false,
+        c => {
+            return Err(CheckError::new(
+                NAME,
+                n,
+                format!("color {c} is neither red nor black"),
+            ));
+        }
+    };
+    if red && v.parent == 0 {
+        return Err(CheckError::new(NAME, n, "the root is red"));
+    }
+    if red && v.parent_red {
+        return Err(CheckError::new(NAME, n, "a red node has a red child"));
+    }
+    Ok(Fields {
+        key,
+        value: w(VALUE),
+        left: w(LEFT),
+        right: w(RIGHT),
+        red,
+    })
 }

@@ -215,7 +215,7 @@ impl Structure for Sdg {
             dist: crate::Dist::Uniform,
             ops_per_tx: 1,
         };
-        let mut ops = Ops::for_universe(0x5d6, self.h.elements, &params);
+        let mut ops = Ops::over(0x5d6, self.h.elements, &params);
         let mut made = 0;
         while made < self.h.elements {
             in_tx(p, |p| {
@@ -255,63 +255,11 @@ impl Structure for Sdg {
         let rd = |p: &mut P, a: Addr| p.read_u64(a).map_err(|e| read_failed(NAME, a, e));
         let bump = rd(p, self.slab.state + 8)?.min(self.slab.cap);
         let mut used = Marks::new(bump);
-        let n = self.h.elements;
         // Each undirected edge (low, high): how many of its endpoints list it.
         let mut seen: HashMap<(u64, u64), u8> = HashMap::new();
         let mut nbrs = Vec::new();
-        for u in 0..n {
-            let (mut from, mut b) = (self.v(u), rd(p, self.v(u))?);
-            let degree = rd(p, self.v(u) + 8)?;
-            nbrs.clear();
-            let mut first = true;
-            while b != 0 {
-                let i = self.slab.index(b, bump).ok_or_else(|| {
-                    CheckError::new(NAME, from, format!("link {b:#x} is not an allocated block"))
-                })?;
-                if !used.set(i) {
-                    return Err(CheckError::new(NAME, b, "a block is reached twice"));
-                }
-                let k = rd(p, b + 8)?;
-                let ok = if first {
-                    (1..=PER_BLOCK).contains(&k)
-                } else {
-                    k == PER_BLOCK
-                };
-                if !ok {
-                    return Err(CheckError::new(
-                        NAME,
-                        b,
-                        format!(
-                            "vertex {u}: a {} block holds {k} neighbours",
-                            if first { "head" } else { "later" }
-                        ),
-                    ));
-                }
-                for s in 0..k {
-                    let v = rd(p, b + 16 + 8 * s)?;
-                    if v >= n || v == u || nbrs.contains(&v) {
-                        return Err(CheckError::new(
-                            NAME,
-                            b + 16 + 8 * s,
-                            format!(
-                                "vertex {u}: neighbour {v} is out of range, the vertex itself, or listed twice"
-                            ),
-                        ));
-                    }
-                    nbrs.push(v);
-                }
-                (from, b, first) = (b, rd(p, b)?, false);
-            }
-            if degree != nbrs.len() as u64 {
-                return Err(CheckError::new(
-                    NAME,
-                    self.v(u) + 8,
-                    format!(
-                        "vertex {u}: degree {degree}, {} neighbours listed",
-                        nbrs.len()
-                    ),
-                ));
-            }
+        for u in 0..self.h.elements {
+            self.list_of(p, u, bump, &mut used, &mut nbrs)?;
             for &v in &nbrs {
                 *seen.entry((u.min(v), u.max(v))).or_default() += 1;
             }
@@ -340,6 +288,72 @@ impl Structure for Sdg {
         }
         self.slab.check(p, &used)?;
         Ok(contents)
+    }
+}
+
+impl Sdg {
+    /// Walks `u`'s block list into `nbrs`, checking blocks (allocated, reached once,
+    /// full but the head), neighbours (in range, not `u`, listed once) and the degree.
+    fn list_of<P: Protocol>(
+        &self,
+        p: &mut P,
+        u: u64,
+        bump: u64,
+        used: &mut Marks,
+        nbrs: &mut Vec<u64>,
+    ) -> Result<(), CheckError> {
+        let rd = |p: &mut P, a: Addr| p.read_u64(a).map_err(|e| read_failed(NAME, a, e));
+        let (mut from, mut b) = (self.v(u), rd(p, self.v(u))?);
+        let degree = rd(p, self.v(u) + 8)?;
+        nbrs.clear();
+        let mut first = true;
+        while b != 0 {
+            let i = self.slab.index(b, bump).ok_or_else(|| {
+                CheckError::new(NAME, from, format!("link {b:#x} is not an allocated block"))
+            })?;
+            if !used.set(i) {
+                return Err(CheckError::new(NAME, b, "a block is reached twice"));
+            }
+            let k = rd(p, b + 8)?;
+            let ok = if first {
+                (1..=PER_BLOCK).contains(&k)
+            } else {
+                k == PER_BLOCK
+            };
+            if !ok {
+                let which = if first { "head" } else { "later" };
+                return Err(CheckError::new(
+                    NAME,
+                    b,
+                    format!("vertex {u}: a {which} block holds {k} neighbours"),
+                ));
+            }
+            for s in 0..k {
+                let v = rd(p, b + 16 + 8 * s)?;
+                if v >= self.h.elements || v == u || nbrs.contains(&v) {
+                    return Err(CheckError::new(
+                        NAME,
+                        b + 16 + 8 * s,
+                        format!(
+                            "vertex {u}: neighbour {v} is out of range, the vertex itself, or listed twice"
+                        ),
+                    ));
+                }
+                nbrs.push(v);
+            }
+            (from, b, first) = (b, rd(p, b)?, false);
+        }
+        if degree != nbrs.len() as u64 {
+            return Err(CheckError::new(
+                NAME,
+                self.v(u) + 8,
+                format!(
+                    "vertex {u}: degree {degree}, {} neighbours listed",
+                    nbrs.len()
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -135,8 +135,9 @@ impl Ops {
         }
     }
 
-    /// A stream over `n` elements (for a structure's own first fill).
-    pub(crate) fn for_universe(seed: u64, n: u64, params: &Params) -> Ops {
+    /// A stream over `n` elements without a structure (a peer's run of the same
+    /// operations, a structure's own first fill).
+    pub fn over(seed: u64, n: u64, params: &Params) -> Ops {
         Ops {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             picker: Picker::new(n, params.dist),
@@ -291,6 +292,29 @@ impl Workload {
         by_kind!(kind, footprint_of(params.elements))
     }
 
+    /// The most elements whose structure fits `bytes` of data area (paper 000 sizes
+    /// its workloads by footprint: 1 to 6 GB); at least 2.
+    pub fn elements_for_footprint(kind: Kind, params: &Params, bytes: u64) -> u64 {
+        let fits = |e: u64| {
+            Workload::footprint(
+                kind,
+                &Params {
+                    elements: e,
+                    ..*params
+                },
+            ) <= bytes
+        };
+        let (mut lo, mut hi) = (2u64, crate::header::MAX_ELEMENTS);
+        if !fits(lo) {
+            return lo;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if fits(mid) { lo = mid } else { hi = mid - 1 }
+        }
+        lo
+    }
+
     /// Makes the structure in `area` (empty, then filled with its first elements), in
     /// transactions of `p`. Refuses an area too small for `params` before writing.
     pub fn format<P: Protocol>(
@@ -299,10 +323,14 @@ impl Workload {
         params: &Params,
         area: Area,
     ) -> Result<Workload, WorkloadError> {
-        if params.elements < 2 {
+        if params.elements < 2 || params.elements > crate::header::MAX_ELEMENTS {
             return Err(WorkloadError::BadParams {
                 workload: kind.name(),
-                problem: format!("{} elements: at least 2 are needed", params.elements),
+                problem: format!(
+                    "{} elements: between 2 and {} are possible",
+                    params.elements,
+                    crate::header::MAX_ELEMENTS
+                ),
             });
         }
         let needed = Workload::footprint(kind, params);

@@ -385,3 +385,15 @@ fn the_wrong_workload_and_a_small_area_are_refused() {
     .to_string();
     assert!(e.contains("cannot hold 10000 elements"), "{e}");
 }
+
+#[test]
+fn a_footprint_gives_the_most_elements_that_fit() {
+    for kind in Kind::ALL {
+        let p = params(kind, Dist::Uniform);
+        for bytes in [1u64 << 20, 1 << 26] {
+            let e = Workload::elements_for_footprint(kind, &p, bytes);
+            let at = |e| Workload::footprint(kind, &Params { elements: e, ..p });
+            assert!(at(e) <= bytes && at(e + 1) > bytes, "{kind} {bytes}: {e}");
+        }
+    }
+}

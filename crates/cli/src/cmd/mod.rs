@@ -7,5 +7,6 @@ pub mod placement;
 pub mod reproduce;
 pub mod scm;
 pub mod trace;
+pub mod tx;
 pub mod vas;
 pub mod vas_stress;
