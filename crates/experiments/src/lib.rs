@@ -4,4 +4,5 @@
 pub mod aerie;
 pub mod kessler_hill;
 pub mod osp;
+pub mod loc;
 pub mod spacejmp;

@@ -14,8 +14,8 @@ pub struct DeviceConfig {
     pub read_ns: u64,
     /// Nanoseconds to write one line.
     pub write_ns: u64,
-    /// Writes the device serves in parallel; a fence waiting for `n` outstanding
-    /// write-backs waits `ceil(n / banks)` write latencies.
+    /// Banks: lines interleave over them and each serves one access at a time, so
+    /// accesses to different banks overlap (see [`crate::memctl`]).
     pub banks: u64,
     /// Whether the device keeps its contents without power. Informational: a crash
     /// of a DRAM machine still yields what reached the device, which is what a

@@ -2,10 +2,14 @@
 //!
 //! A [`Machine`] implements [`pmlab_spine::Memory`]: every load and store goes through a
 //! TLB ([`tlb`]), page tables ([`paging`]) and a tag-only cache hierarchy
-//! ([`cache_levels`]) to a memory device ([`device`]), while a persistence domain
-//! ([`persist`]) keeps the current (coherent) image and the durable one. Cycles follow a
-//! simple in-order CPU: one cycle per instruction plus the latency of whatever served
-//! each access.
+//! ([`cache_levels`]) to a memory controller with one FIFO queue per bank ([`memctl`])
+//! in front of a memory device ([`device`]), while a persistence domain ([`persist`])
+//! keeps the current (coherent) image and the durable one. Cycles follow a simple
+//! in-order CPU: one cycle per instruction plus the latency of whatever served each
+//! access, a miss waiting for the requests queued before it in its bank; write-backs
+//! overlap across banks, and a fence waits for the writes it orders. Hardware beside
+//! the caches (a transaction protocol's own tagged caches) reaches the controller and
+//! the persistence domain through the memory port (`machine/port.rs`).
 //!
 //! Crash testing stands on three calls: [`Machine::crash`] (exactly the durable image;
 //! pending `clwb`/`clflushopt` write-backs not applied), [`Machine::crash_with`] (a
@@ -55,6 +59,7 @@ pub mod config;
 pub mod device;
 pub mod error;
 pub mod machine;
+pub mod memctl;
 pub mod os_pages;
 pub mod paging;
 pub mod persist;
@@ -74,6 +79,7 @@ pub use error::ConfigError;
 pub use machine::{
     DEFAULT_RECORDING_LIMIT, Machine, MachineStats, Phys, SwitchCost, TlbMissHandler,
 };
+pub use memctl::{MemCtlStats, MemoryController};
 pub use os_pages::OsPages;
 pub use paging::{DemandPages, IdentityPages, PageSize, PageTables};
 pub use persist::{DurableState, Event, PendingFlush, PointKind};

@@ -12,13 +12,16 @@
 
 use pmlab_spine::LINE;
 
-/// A `clwb`/`clflushopt` write-back issued but not yet ordered by a fence.
+/// A write on its way to memory: a `clwb`/`clflushopt` write-back not yet ordered by a
+/// fence, or a write queued at the memory controller that has not completed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingFlush {
     /// First byte written back.
     pub addr: u64,
     /// The bytes as they were when the flush was issued.
     pub data: Box<[u8]>,
+    /// Its number among the writes of this durable state (the order they were issued).
+    pub id: u64,
 }
 
 impl PendingFlush {
@@ -37,6 +40,7 @@ impl PendingFlush {
 pub struct DurableState {
     image: Vec<u8>,
     pending: Vec<PendingFlush>,
+    next_id: u64,
 }
 
 impl DurableState {
@@ -45,6 +49,7 @@ impl DurableState {
         Self {
             image,
             pending: Vec::new(),
+            next_id: 0,
         }
     }
 
@@ -81,12 +86,27 @@ impl DurableState {
         self.copy_in(addr, data);
     }
 
-    /// A weakly ordered write-back of `data` at `addr` was issued.
-    pub fn add_pending(&mut self, addr: u64, data: &[u8]) {
+    /// A weakly ordered write-back of `data` at `addr` was issued; returns its id (for
+    /// [`DurableState::land`]).
+    pub fn add_pending(&mut self, addr: u64, data: &[u8]) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
         self.pending.push(PendingFlush {
             addr,
             data: data.into(),
+            id,
         });
+        id
+    }
+
+    /// The pending write `id` reached memory (the memory controller acknowledged it).
+    /// Nothing happens if it already did (a fence or a later write to its lines
+    /// completed it first).
+    pub fn land(&mut self, id: u64) {
+        if let Ok(i) = self.pending.binary_search_by_key(&id, |p| p.id) {
+            let p = self.pending.remove(i);
+            self.copy_in(p.addr, &p.data);
+        }
     }
 
     /// A fence: every pending write-back completes, in issue order.
@@ -100,8 +120,11 @@ impl DurableState {
     pub fn apply(&mut self, event: &Event) {
         match event {
             Event::Write { addr, data } => self.write(*addr, data),
-            Event::Pending { addr, data } => self.add_pending(*addr, data),
+            Event::Pending { addr, data } => {
+                self.add_pending(*addr, data);
+            }
             Event::Fence => self.fence(),
+            Event::Land { id } => self.land(*id),
             Event::Point(_) => {}
         }
     }
@@ -161,6 +184,10 @@ pub enum PointKind {
     Fence,
     /// After a chaos-mode write-back.
     Chaos,
+    /// After a write was queued at the memory controller, completed there, or went into
+    /// a non-volatile cache, by hardware beside the core's caches (the machine's memory
+    /// port, [`crate::Machine::port_write`]).
+    Port,
     /// After the last recorded operation.
     End,
 }
@@ -185,6 +212,11 @@ pub enum Event {
     },
     /// A fence.
     Fence,
+    /// The pending write `id` completed at the memory controller.
+    Land {
+        /// Its [`PendingFlush::id`].
+        id: u64,
+    },
     /// An operation ended here: a place the machine may crash.
     Point(PointKind),
 }

@@ -20,7 +20,8 @@ pub enum Granularity {
     /// After every line-sized load and store, every line flush, every fence and every
     /// chaos write-back (the finest the model has).
     EveryOp,
-    /// After every line flush and every fence (and at start and end).
+    /// After every line flush, every fence and every write of the memory port (and at
+    /// start and end).
     PersistOps,
     /// After every fence (and at start and end).
     Fences,
@@ -31,7 +32,9 @@ impl Granularity {
         match (self, kind) {
             (_, PointKind::Start | PointKind::End) => true,
             (Self::EveryOp, _) => true,
-            (Self::PersistOps, k) => matches!(k, PointKind::Flush | PointKind::Fence),
+            (Self::PersistOps, k) => {
+                matches!(k, PointKind::Flush | PointKind::Fence | PointKind::Port)
+            }
             (Self::Fences, k) => k == PointKind::Fence,
         }
     }

@@ -23,31 +23,66 @@ fn cycles_follow_the_level_that_served() {
 
 #[test]
 fn flush_and_fence_costs() {
+    // PCM: reads 85 ns, writes 500 ns, 8 banks; lines interleave over the banks.
     let mut m = Machine::new(MachineConfig::loc_with(MIB, DeviceConfig::pcm())).unwrap();
     m.write_u64(0, 1).unwrap();
     let c0 = m.cycles();
+    assert_eq!(c0, 30 + 1 + 30 + 85, "walk, issue, three levels, one read");
     m.flush(0, 8, FlushKind::Clwb).unwrap();
     assert_eq!(m.cycles() - c0, 1, "issue only; the TLB hits");
     let c1 = m.cycles();
     m.fence();
-    assert_eq!(m.cycles() - c1, 1 + 500, "fence waits for one PCM write");
+    // The write-back entered bank 0 at c1 and completes 500 cycles later; the fence's
+    // own cycle overlaps the wait.
+    assert_eq!(m.cycles() - c1, 500, "fence waits for one PCM write");
     // clflush of a dirty line waits for its write itself.
     m.write_u64(64, 1).unwrap();
     let c2 = m.cycles();
     m.flush(64, 8, FlushKind::Clflush).unwrap();
     assert_eq!(m.cycles() - c2, 1 + 500);
-    // Nine outstanding clwbs over 8 banks: two rounds.
+    // Nine dirty lines (lines 64..=72: banks 0..=7, then bank 0 again), then nine
+    // clwbs back to back, one cycle each, then a fence.
     for i in 0..9 {
         m.write_u64(4096 + i * 64, 1).unwrap();
-        m.flush(4096 + i * 64, 8, FlushKind::Clwb).unwrap();
     }
     let c3 = m.cycles();
+    for i in 0..9 {
+        m.flush(4096 + i * 64, 8, FlushKind::Clwb).unwrap();
+    }
+    assert_eq!(m.cycles() - c3, 9);
+    let c4 = m.cycles();
     m.fence();
-    assert_eq!(m.cycles() - c3, 1 + 2 * 500);
+    // The first clwb entered bank 0 at c3 + 1 and completes at c3 + 501; the ninth
+    // queues behind it in bank 0 and completes at c3 + 1001; the other seven overlap.
+    assert_eq!(m.cycles(), c3 + 1001);
+    assert_eq!(m.cycles() - c4, 992);
     let s = m.stats();
     assert_eq!(s.flushes_by_kind, [1, 0, 10]);
     assert_eq!(s.flush_writebacks, 11);
     assert_eq!(m.endurance().total_line_writes, 11);
+    assert_eq!(m.memory_controller().stats().writes, 11);
+}
+
+#[test]
+fn a_miss_waits_behind_writes_queued_in_its_bank() {
+    let mut cfg = MachineConfig::loc(MIB);
+    cfg.translation.tlb = None;
+    let mut m = Machine::new(cfg).unwrap();
+    // Dirty line 0 (bank 0) and write it back without waiting.
+    m.write_u64(0, 1).unwrap();
+    let c0 = m.cycles();
+    assert_eq!(c0, 1 + 30 + 168);
+    m.flush(0, 8, FlushKind::Clwb).unwrap();
+    // A miss to line 8 (bank 0 too) reaches the controller after the three levels and
+    // waits for the write: it starts at c0 + 1 + 168, not at its arrival.
+    m.read_u64(8 * 64).unwrap();
+    assert_eq!(m.cycles(), c0 + 1 + 168 + 168);
+    // A miss to line 9 (bank 1) does not wait.
+    let c1 = m.cycles();
+    m.read_u64(9 * 64).unwrap();
+    assert_eq!(m.cycles() - c1, 1 + 30 + 168);
+    // It arrived at c0 + 1 (the clwb) + 1 (its issue) + 30 and waited until c0 + 169.
+    assert_eq!(m.memory_controller().stats().queue_cycles, 169 - 32);
 }
 
 #[test]

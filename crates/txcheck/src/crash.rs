@@ -21,8 +21,8 @@
 //! a crash during the next transaction to its before or after.
 
 use pmlab_model::{
-    ChaosConfig, CrashImage, ExploreOptions, Granularity, Machine, MachineConfig, PendingChoice,
-    PointKind, Recording,
+    CacheLevelConfig, ChaosConfig, CrashImage, ExploreOptions, Granularity, Machine, MachineConfig,
+    PendingChoice, PointKind, Recording,
 };
 use pmlab_tx::{PoolLayout, Protocol, TxError};
 use pmlab_workloads::{Contents, Kind, Ops, Params, Workload, WorkloadError};
@@ -42,6 +42,9 @@ pub struct Config {
     pub seed: u64,
     /// Lines of the machine's one cache (a power of two).
     pub cache_lines: u64,
+    /// The machine's cache levels instead of that one cache (a hardware protocol with
+    /// volatile levels above a non-volatile LLC needs two).
+    pub caches: Option<Vec<CacheLevelConfig>>,
     /// Probability of a chaos write-back of a random dirty line before an operation.
     pub chaos: f64,
     /// Bytes of the protocol's log.
@@ -77,6 +80,7 @@ impl Config {
             txs,
             seed,
             cache_lines: 8,
+            caches: None,
             chaos: 0.05,
             log_len: 64 * 1024,
             explore: ExploreOptions {
@@ -92,6 +96,9 @@ impl Config {
 
     fn machine(&self, size: u64, salt: u64) -> MachineConfig {
         let mut c = MachineConfig::tiny(size, self.cache_lines);
+        if let Some(levels) = &self.caches {
+            c.caches = levels.clone();
+        }
         c.chaos = Some(ChaosConfig {
             seed: self.seed ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15),
             probability: self.chaos,
@@ -225,8 +232,10 @@ fn recover_image<H: Harness>(
         .attach_image(bytes, layout.log, layout.data)
         .map_err(|e| format!("attach: {e}"))?;
     let rec = p.recover().map_err(|e| format!("recovery failed: {e}"))?;
-    let w = Workload::open(&mut p, kind, layout.data).map_err(|e| format!("open: {e}"))?;
-    let c = w.check(&mut p).map_err(|e| format!("checker: {e}"))?;
+    let note =
+        |e: &dyn std::fmt::Display, what: &str| format!("{what}: {e} (recovery: {})", rec.note);
+    let w = Workload::open(&mut p, kind, layout.data).map_err(|e| note(&e, "open"))?;
+    let c = w.check(&mut p).map_err(|e| note(&e, "checker"))?;
     Ok((c, rec.repaired))
 }
 
@@ -251,6 +260,9 @@ pub fn explore<H: Harness>(
     let m = Machine::new(cfg.machine(need, 0))?;
     let mut p = h.format(m, layout.log, layout.data)?;
     let mut w = Workload::format(&mut p, cfg.workload, &cfg.params, layout.data)?;
+    // A protocol that acknowledges durability after commit (LOC) makes the fill
+    // persistent before the explored transactions start from it.
+    p.flush()?;
     layout.write(p.memory_mut())?;
     p.memory_mut().persist_all();
     let id0 = p.stats().commits;

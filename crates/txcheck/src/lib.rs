@@ -15,9 +15,11 @@
 
 pub mod bench;
 pub mod crash;
+pub mod hw;
 pub mod pmdk;
 pub mod pool;
 pub mod proto;
 pub mod stress;
 
+pub use hw::HwHarness;
 pub use proto::{Harness, ProtocolKind, RedoHarness, UndoHarness};

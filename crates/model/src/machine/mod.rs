@@ -4,6 +4,7 @@
 mod mmu;
 mod persistence;
 mod phys;
+mod port;
 mod switch;
 
 pub use switch::SwitchCost;
@@ -24,6 +25,7 @@ use crate::cache_levels::{CacheLevels, Uncached};
 use crate::config::MachineConfig;
 use crate::device::{Device, Endurance};
 use crate::error::ConfigError;
+use crate::memctl::MemoryController;
 use crate::os_pages::OsPages;
 use crate::paging::{DemandPages, IdentityPages, PageTables};
 use crate::persist::{DurableState, Event, LineSet, PendingFlush, PointKind};
@@ -87,8 +89,10 @@ struct Chaos {
 pub struct Machine {
     config: MachineConfig,
     level_latency: Vec<u64>,
-    read_cycles: u64,
-    write_cycles: u64,
+    /// Cycles of looking in every cache level, paid before a miss reaches memory.
+    levels_cycles: u64,
+    /// The memory controller: per-bank queues in front of the device.
+    ctl: MemoryController,
     page_shift: u32,
     asid: Asid,
     tlb: Option<Tlb>,
@@ -98,8 +102,13 @@ pub struct Machine {
     current: Vec<u8>,
     durable: DurableState,
     dirty: LineSet,
-    outstanding: u64,
-    /// Non-temporal stores since the last fence.
+    /// The cycle the last write a fence orders (a `clwb`, `clflushopt`, non-temporal
+    /// store or port write) completes.
+    outstanding_until: u64,
+    /// Port writes queued at the memory controller and not yet landed, by completion.
+    inflight: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
+    /// Non-temporal stores since the last fence (a fence that drains them is a
+    /// write-combining buffer flush, which paper 000 counts as a CPU flush).
     outstanding_nt: u64,
     chaos: Option<Chaos>,
     recording: Option<Vec<Event>>,
@@ -194,16 +203,19 @@ impl Machine {
             sum += c.latency_cycles;
             level_latency.push(sum);
         }
-        let read_cycles = sum + config.cpu.ns_to_cycles(config.device.read_ns);
-        let write_cycles = config.cpu.ns_to_cycles(config.device.write_ns);
+        let ctl = MemoryController::new(
+            config.device.banks,
+            config.cpu.ns_to_cycles(config.device.read_ns),
+            config.cpu.ns_to_cycles(config.device.write_ns),
+        );
         let chaos = config.chaos.as_ref().map(|c| Chaos {
             rng: Xoshiro256PlusPlus::seed_from_u64(c.seed),
             probability: c.probability,
         });
         Ok(Self {
             level_latency,
-            read_cycles,
-            write_cycles,
+            levels_cycles: sum,
+            ctl,
             page_shift: config.translation.page_size.shift(),
             asid: 0,
             tlb: config.translation.tlb.clone().map(Tlb::new),
@@ -213,7 +225,8 @@ impl Machine {
             current: image.clone(),
             durable: DurableState::new(image),
             dirty: LineSet::new(config.memory_size.div_ceil(LINE)),
-            outstanding: 0,
+            outstanding_until: 0,
+            inflight: std::collections::BinaryHeap::new(),
             outstanding_nt: 0,
             chaos,
             recording: None,
@@ -245,6 +258,11 @@ impl Machine {
         s.device_reads = self.device.reads();
         s.device_writes = self.device.writes();
         s
+    }
+
+    /// The memory controller (its bank queues and counters).
+    pub fn memory_controller(&self) -> &MemoryController {
+        &self.ctl
     }
 
     /// Endurance of the memory device.
@@ -343,11 +361,14 @@ impl Machine {
         self.stats.served[served] += 1;
         if served == self.level_latency.len() {
             if self.level_latency.is_empty() && kind == Kind::Write {
-                // No caches: the store itself is the memory write.
-                self.stats.cycles += self.write_cycles;
+                // No caches: the store itself is the memory write, and it waits for it.
+                self.stats.cycles = self.ctl.write(self.stats.cycles, paddr);
             } else {
+                // The miss reaches the controller after every level looked, and waits
+                // for the requests queued before it in its bank.
                 self.device.note_read();
-                self.stats.cycles += self.read_cycles;
+                let arrival = self.stats.cycles + self.levels_cycles;
+                self.stats.cycles = self.ctl.read(arrival, paddr);
             }
         } else {
             self.stats.cycles += self.level_latency[served];
@@ -361,10 +382,23 @@ impl Machine {
         self.caches.drain_memory_writes(&mut w);
         for &(addr, len) in &w {
             self.stats.eviction_writes += 1;
+            // A write-back leaves through the write buffer: the core does not wait, but
+            // the write occupies its bank.
+            self.queue_line_writes(addr, u64::from(len));
             self.write_durable(addr, u64::from(len));
         }
         w.clear();
         self.wbuf = w;
+    }
+
+    /// Queues the writes of `[addr, addr + len)`, one per line, at the controller now;
+    /// returns the cycle the last completes.
+    fn queue_line_writes(&mut self, addr: u64, len: u64) -> u64 {
+        let mut done = self.stats.cycles;
+        for line in addr / LINE..=(addr + len.max(1) - 1) / LINE {
+            done = done.max(self.ctl.write(self.stats.cycles, line * LINE));
+        }
+        done
     }
 
     /// Splits `[addr, addr + len)` into pieces that stay inside one 64-byte line.

@@ -108,7 +108,7 @@ impl Machine {
         let size = RECORDED_EVENT_COST
             + match &event {
                 Event::Write { data, .. } | Event::Pending { data, .. } => data.len() as u64,
-                Event::Fence | Event::Point(_) => 0,
+                Event::Fence | Event::Land { .. } | Event::Point(_) => 0,
             };
         if self.recorded_bytes + size > self.recording_limit {
             self.recording_overflow = Some(RecordingOverflow {
@@ -191,7 +191,7 @@ impl Machine {
             match kind {
                 FlushKind::Clflush => {
                     // Ordered: the write-back completes before the next instruction.
-                    self.stats.cycles += self.write_cycles;
+                    self.stats.cycles = self.queue_line_writes(addr, len);
                     self.write_durable(addr, len);
                 }
                 FlushKind::Clflushopt | FlushKind::Clwb => {
@@ -202,7 +202,8 @@ impl Machine {
                         let data = self.current[a..a + l].into();
                         self.log(Event::Pending { addr, data });
                     }
-                    self.outstanding += 1;
+                    let done = self.queue_line_writes(addr, len);
+                    self.outstanding_until = self.outstanding_until.max(done);
                     // The line left the caches clean: it is no longer dirty, though
                     // durable only at the fence.
                     for l in addr / LINE..=(addr + len - 1) / LINE {
@@ -242,6 +243,7 @@ impl Machine {
             let w = self.line_writebacks(line, true);
             for &(a, l) in &w {
                 self.stats.eviction_writes += 1;
+                self.queue_line_writes(a, u64::from(l));
                 self.write_durable(a, u64::from(l));
             }
             self.recycle(w);
@@ -253,7 +255,8 @@ impl Machine {
                 let data = data[off..off + n].into();
                 self.log(Event::Pending { addr: pa, data });
             }
-            self.outstanding += 1;
+            let done = self.queue_line_writes(pa, n as u64);
+            self.outstanding_until = self.outstanding_until.max(done);
             self.outstanding_nt += 1;
             self.point(PointKind::Store);
         }
@@ -263,11 +266,13 @@ impl Machine {
     pub(super) fn fence_inner(&mut self) {
         self.stats.instructions += 1;
         self.stats.fences += 1;
-        let banks = self.config.device.banks;
-        // The fence waits for the outstanding write-backs, `banks` at a time.
-        self.stats.cycles +=
-            self.config.persist.fence_cycles + self.outstanding.div_ceil(banks) * self.write_cycles;
-        self.outstanding = 0;
+        // The fence takes its own cycles and waits for the writes it orders (every
+        // write-back, streaming store and port write issued before it) to complete at
+        // the memory controller, whose bank queues overlap them.
+        let end =
+            (self.stats.cycles + self.config.persist.fence_cycles).max(self.outstanding_until);
+        self.stats.cycles = end;
+        self.inflight.clear();
         if self.outstanding_nt > 0 {
             self.stats.nt_drains += 1;
             self.outstanding_nt = 0;

@@ -6,6 +6,7 @@
 mod aerie;
 mod kessler_hill;
 mod osp;
+mod loc;
 mod spacejmp;
 
 use std::path::PathBuf;
@@ -26,6 +27,9 @@ enum Paper {
     /// OSP (paper 000): Figure 4a, Figure 4b and Table 1 on the machine model, the
     /// super page, asynchronous consolidation, and crash exploration.
     Osp(osp::Args),
+    /// LOC (Loose-Ordering Consistency): Figures 6-9, throughput of S-WAL, H-WAL,
+    /// EC-WAL, LOC-WAL, Kiln and LOC-Kiln normalized to no persistence.
+    Loc(loc::Args),
     /// SpaceJMP: Figure 1, Table 2, Figure 6, the native vas_switch, GUPS (Figures 8, 9).
     Spacejmp(spacejmp::Args),
 }
@@ -62,6 +66,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Paper::KesslerHill(a) => kessler_hill::run(a),
         Paper::Aerie(a) => aerie::run(a),
         Paper::Osp(a) => osp::run(a),
+        Paper::Loc(a) => loc::run(a),
         Paper::Spacejmp(a) => spacejmp::run(a),
     }
 }

@@ -1,0 +1,119 @@
+//! One run: a workload built once (natively, on plain memory, by pmlab-tx's redo log),
+//! then, for each protocol and memory latency, loaded into a machine of LOC's Table I,
+//! warmed up and measured.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pmlab_hwtx::{EngineStats, HwConfig, HwProtocol};
+use pmlab_model::{Machine, MachineConfig};
+use pmlab_spine::VecMemory;
+use pmlab_tx::{Area, Protocol, RedoProtocol};
+use pmlab_workloads::{Kind, Ops, Params, Workload};
+use serde::Serialize;
+
+use super::LocError;
+
+/// Where the protocols' log (or Kiln's NV-LLC state) lives: 32 MiB, the paper's memory
+/// log area (§IV-B), after a 64 KiB page of nothing.
+pub const LOG: Area = Area::new(64 << 10, 32 << 20);
+
+/// A workload made once, as a memory image every run starts from.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The workload.
+    pub kind: Kind,
+    /// Its parameters.
+    pub params: Params,
+    /// The data area.
+    pub data: Area,
+    /// Bytes of the structure (its footprint).
+    pub footprint: u64,
+    /// The machine's memory: log area zero, data area holding the structure.
+    pub image: Arc<Vec<u8>>,
+}
+
+/// Makes `kind` with `params` (its first elements inserted by transactions of the redo
+/// log over plain memory, so the machine never simulates the fill).
+pub fn build(kind: Kind, params: Params) -> Result<Built, LocError> {
+    let footprint = Workload::footprint(kind, &params);
+    let data = Area::new(LOG.end(), footprint.div_ceil(4096) * 4096);
+    let size = data.end();
+    let mem = VecMemory::new(size as usize);
+    // The redo log borrows the start of the (later zeroed) log area.
+    let redo_log = Area::new(LOG.base, 16 << 20);
+    let mut redo = RedoProtocol::format(mem, redo_log, data)?;
+    Workload::format(&mut redo, kind, &params, data)?;
+    let mut image = redo.into_memory().bytes().to_vec();
+    image[LOG.base as usize..LOG.end() as usize].fill(0);
+    Ok(Built {
+        kind,
+        params,
+        data,
+        footprint,
+        image: Arc::new(image),
+    })
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunResult {
+    /// Simulated cycles of the measured transactions (and the `TxFlush` that makes the
+    /// last of them persistent).
+    pub cycles: u64,
+    /// Transactions measured (all commit).
+    pub committed_tx: u64,
+    /// Line accesses the core made in the measured part.
+    pub accesses: u64,
+    /// Wall-clock seconds of the measured part.
+    pub wall_s: f64,
+    /// The protocol's counters over the whole run (warm-up included).
+    pub stats: EngineStats,
+}
+
+impl RunResult {
+    /// Committed transactions per simulated cycle.
+    pub fn throughput(&self) -> f64 {
+        self.committed_tx as f64 / self.cycles.max(1) as f64
+    }
+}
+
+/// Runs `warmup` then `txs` transactions of `b` under `hw` on LOC's machine with memory
+/// latency `latency_ns`, the operations drawn from `seed`.
+pub fn run(
+    b: &Built,
+    hw: HwConfig,
+    latency_ns: u64,
+    warmup: u64,
+    txs: u64,
+    seed: u64,
+) -> Result<RunResult, LocError> {
+    let mut mc = MachineConfig::loc(b.image.len() as u64);
+    mc.device.read_ns = latency_ns;
+    mc.device.write_ns = latency_ns;
+    // Table I has no TLB; the protocols' core translates nothing.
+    mc.translation.tlb = None;
+    let m = Machine::with_image(mc, b.image.to_vec())?;
+    let mut p = HwProtocol::format(m, LOG, b.data, hw)?;
+    let mut w = Workload::open(&mut p, b.kind, b.data)?;
+    let mut ops = Ops::new(seed, &w, &b.params);
+    for _ in 0..warmup {
+        w.run_tx(&mut p, &mut ops)?;
+    }
+    let c0 = p.memory().cycles();
+    let a0 = p.engine().map_or(0, |e| e.core().stats().accesses);
+    let t = Instant::now();
+    for _ in 0..txs {
+        w.run_tx(&mut p, &mut ops)?;
+    }
+    p.flush()?;
+    let wall_s = t.elapsed().as_secs_f64();
+    let e = p.engine().expect("a formatted protocol runs");
+    Ok(RunResult {
+        cycles: p.memory().cycles() - c0,
+        committed_tx: txs,
+        accesses: e.core().stats().accesses - a0,
+        wall_s,
+        stats: e.stats(),
+    })
+}
