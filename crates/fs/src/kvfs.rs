@@ -92,9 +92,14 @@ impl Kvfs {
                 let asked = pool.next.take().filter(|a| a.0 == domain);
                 // The service grants as many whole extents as it finds, at least one,
                 // so a refusal here means the domain has no free extent at all.
-                let mut starts = match asked {
-                    Some((_, ask)) => s.extent_answer(ask)?,
-                    None => s.take_extents(domain, n, EXTENTS_PER_RESERVE)?,
+                let mut starts = match asked.map(|(_, ask)| s.extent_answer(ask)) {
+                    Some(Ok(v)) => v,
+                    // Refused (the client's limit counts the extents its journal used and
+                    // has not shipped): asked again, shipping first if need be.
+                    Some(Err(FsError::NoSpace(_))) | None => {
+                        s.take_extents(domain, n, EXTENTS_PER_RESERVE)?
+                    }
+                    Some(Err(e)) => return Err(e),
                 };
                 starts.reverse();
                 pool.current = Some((domain, starts));
@@ -111,9 +116,8 @@ impl Kvfs {
             }
             first
         };
-        let m = s.data(domain)?;
-        m.write_at(extent * PAGE, value)?;
-        m.persist_range(extent * PAGE, value.len() as u64);
+        s.write_data(domain, extent * PAGE, value)?;
+        s.persist_data(domain, &[(extent * PAGE, value.len() as u64)])?;
         // One local check for the whole put: the create (if new), the extent and the
         // size touch the same inode page, which one check reads and seals once.
         let mut ops = Vec::with_capacity(3);
@@ -168,7 +172,7 @@ impl Kvfs {
         if i.root == 0 {
             buf.fill(0);
         } else {
-            s.data(i.domain)?.read_at(i.root * PAGE, buf)?;
+            s.read_data(i.domain, i.root * PAGE, buf)?;
         }
         Ok(true)
     }

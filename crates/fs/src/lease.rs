@@ -163,6 +163,14 @@ impl Leases {
         }
     }
 
+    /// Drops every client's leases on inode `ino` and on the buckets of its table: the
+    /// inode was freed, and a lease left on its number would cover whatever object is
+    /// given that number next.
+    pub fn forget_key(&mut self, ino: u64) {
+        self.held
+            .retain(|&k, _| k != ino && bucket_of_key(k).is_none_or(|(d, _)| d != ino));
+    }
+
     /// Drops every lease of `client`.
     pub fn release_all(&mut self, client: u64) {
         self.held.retain(|_, v| {

@@ -32,6 +32,9 @@ enum Inner {
 /// A shared mapping of a whole space file (a native region).
 pub struct Map {
     inner: Inner,
+    /// For a client's mapping of a data space: the SIGBUS guard that lets it survive
+    /// another client cutting the file short ([`crate::guard`]).
+    guard: Option<crate::guard::Guard>,
 }
 
 /// A native region error as a file-system error: a bad header or size means the file
@@ -69,6 +72,37 @@ impl Map {
         Self::map_fd(f.as_fd(), writable)
     }
 
+    /// Maps a domain's data space for a client, guarded against SIGBUS: another
+    /// client that may write the domain holds a descriptor it could cut the file short
+    /// with, and a reader of this mapping must survive that ([`crate::guard`]).
+    pub fn of_data_file(f: &std::fs::File, writable: bool) -> Result<Map> {
+        let mut m = Self::map_fd(f.as_fd(), writable)?;
+        m.guard = crate::guard::Guard::register(m.as_ptr(), m.len());
+        Ok(m)
+    }
+
+    /// Fails if a SIGBUS hit this mapping (its file was cut short under it): what was
+    /// read or written through it since is not the file's, and the mapping must be
+    /// dropped and made again once the service has restored the file's size.
+    pub fn intact(&self) -> Result<()> {
+        if self.guard.as_ref().is_some_and(|g| g.hit()) {
+            return Err(FsError::io(
+                "data space",
+                std::io::Error::other(
+                    "another client cut the domain's data space short under this mapping (SIGBUS caught)",
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Copies bytes out of a data space, failing (rather than dying of SIGBUS) if the
+    /// file was cut short under the mapping.
+    pub fn read_data(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_at(off, buf)?;
+        self.intact()
+    }
+
     fn map_fd(fd: BorrowedFd<'_>, writable: bool) -> Result<Map> {
         // The region keeps its own descriptor so that the caller's may be closed.
         let own = fd
@@ -90,13 +124,14 @@ impl Map {
             }
             Inner::ReadOnly(r)
         };
-        Ok(Map { inner })
+        Ok(Map { inner, guard: None })
     }
 
     /// Wraps a region already open for writing (a freshly formatted space).
     pub fn from_region(region: Region) -> Map {
         Map {
             inner: Inner::Writable(region),
+            guard: None,
         }
     }
 
@@ -155,10 +190,30 @@ impl Map {
         }
     }
 
-    /// Copies bytes in; refused (not faulted) on a read-only mapping.
+    /// Copies bytes in; refused (not faulted) on a read-only mapping, and failing if the
+    /// file was cut short under the mapping (see [`Map::intact`]).
     pub fn write_at(&mut self, off: u64, data: &[u8]) -> Result<()> {
         self.region_mut()?.write(off, data)?;
-        Ok(())
+        self.intact()
+    }
+
+    /// Writes back `[off, off+len)` (clipped to the mapping) without a fence: several
+    /// ranges are written back, then one [`Map::fence`] orders them all.
+    pub fn flush_range(&mut self, off: u64, len: u64) {
+        if let Inner::Writable(r) = &mut self.inner {
+            let end = off.saturating_add(len).min(r.size());
+            if off < end {
+                r.flush(off, end - off, FlushKind::Clwb)
+                    .expect("the range was clipped to the region");
+            }
+        }
+    }
+
+    /// Orders every write-back issued before it (sfence).
+    pub fn fence(&mut self) {
+        if let Inner::Writable(r) = &mut self.inner {
+            r.fence();
+        }
     }
 
     /// Writes back `[off, off+len)` (clipped to the mapping) and orders it with a fence.

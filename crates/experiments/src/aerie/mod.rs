@@ -40,6 +40,8 @@ pub struct Config {
     pub seed: u64,
     /// Table 2's sizes.
     pub table2: Sizes,
+    /// Whether Table 2 runs at all (`--no-table2` leaves only the personalities).
+    pub run_table2: bool,
     /// The personalities and their parameters.
     pub personalities: Vec<(Personality, Params)>,
     /// Largest webproxy file (KVFS's fixed object size); larger draws are clamped on
@@ -68,6 +70,7 @@ impl Config {
             reps: 3,
             seed: 1,
             table2: Sizes::paper(),
+            run_table2: true,
             personalities: Personality::ALL.iter().map(|&p| (p, p.paper())).collect(),
             webproxy_max_file: 128 << 10,
             ext4: true,

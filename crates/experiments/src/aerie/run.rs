@@ -107,6 +107,7 @@ pub fn measure(config: &Config) -> Result<Measurements, AerieError> {
     };
     let t2_systems: Vec<&str> = ["tmpfs", "ext4", "PXFS"]
         .into_iter()
+        .filter(|_| config.run_table2)
         .filter(|s| *s != "ext4" || ext4.is_some())
         .collect();
     let steps = config.reps

@@ -1,3 +1,6 @@
 //! Helpers shared by the file system's integration tests.
 
+#![allow(dead_code)]
+
 pub mod child;
+pub mod raw;

@@ -33,6 +33,13 @@ pub struct Args {
     /// file system (default 128).
     #[arg(long)]
     kv_object_kib: Option<u64>,
+    /// Run only these FileBench personalities (comma-separated: fileserver, webserver,
+    /// webproxy, varmail; default: all four).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Skip Table 2 (the microbenchmarks); run only the personalities.
+    #[arg(long)]
+    no_table2: bool,
     /// Do not try ext4 on a loop device.
     #[arg(long)]
     no_ext4: bool,
@@ -57,6 +64,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.progress = !args.common.no_progress;
     config.scratch = args.scratch;
     config.ext4 = !args.no_ext4;
+    if !args.only.is_empty() {
+        for name in &args.only {
+            anyhow::ensure!(
+                aerie::Personality::ALL.iter().any(|p| p.name() == name),
+                "--only {name:?} is not one of fileserver, webserver, webproxy, varmail"
+            );
+        }
+        config
+            .personalities
+            .retain(|(p, _)| args.only.iter().any(|n| n == p.name()));
+    }
+    config.run_table2 = !args.no_table2;
     if let Some(r) = args.reps {
         config.reps = r.max(1);
     }
