@@ -541,13 +541,17 @@ impl Pxfs {
         s.set_attr(ino, change)
     }
 
-    /// The names in a directory, sorted.
+    /// The names in a directory, sorted (read permission on it needed).
     pub fn readdir(&self, path: &str) -> Result<Vec<String>> {
         let ino = self.client.resolve(path)?;
         let mut s = self.client.leased(ino, false)?;
         let d = s.inode(ino)?;
         if d.kind != Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is not a directory")));
+        }
+        let (uid, gid) = s.cred();
+        if !access(uid, gid, d.uid, d.gid, d.mode).read {
+            return Err(FsError::Denied(format!("{path}: may not list it")));
         }
         let (mut names, _) = s.with_view(|v| dir::entries(v, d.root))?;
         names.sort();

@@ -470,6 +470,11 @@ impl State {
         v
     }
 
+    /// Operations recorded and not yet shipped (each one journal record).
+    pub fn pending_ops(&self) -> &[Op] {
+        &self.journal
+    }
+
     /// The client's credentials as the kernel reported them to the service.
     pub fn cred(&self) -> (u32, u32) {
         (self.uid, self.gid)

@@ -4,3 +4,4 @@
 
 pub mod child;
 pub mod raw;
+pub mod users;
