@@ -35,6 +35,17 @@ pub struct Map {
     /// For a client's mapping of a data space: the SIGBUS guard that lets it survive
     /// another client cutting the file short ([`crate::guard`]).
     guard: Option<crate::guard::Guard>,
+    /// The thread populating a data space's page tables (joined before the mapping
+    /// goes, so it never touches an address range mapped to something else).
+    populating: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        if let Some(t) = self.populating.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// A native region error as a file-system error: a bad header or size means the file
@@ -75,9 +86,55 @@ impl Map {
     /// Maps a domain's data space for a client, guarded against SIGBUS: another
     /// client that may write the domain holds a descriptor it could cut the file short
     /// with, and a reader of this mapping must survive that ([`crate::guard`]).
+    ///
+    /// A data space on tmpfs is populated as the metadata space is (SCM is present from
+    /// the start), but by a thread of its own: populating gigabytes takes seconds, and a
+    /// client that maps a domain in the middle of an operation holds its state locked,
+    /// so it would leave its revocations unanswered for that long (fifty clients of one
+    /// volume, each mapping its domain in turn, got one another disconnected). Until the
+    /// thread is done, an access to a page not yet mapped is an ordinary page fault.
     pub fn of_data_file(f: &std::fs::File, writable: bool) -> Result<Map> {
-        let mut m = Self::map_fd(f.as_fd(), writable)?;
+        let own = f
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| FsError::io("dup a space descriptor", e))?;
+        let inner = if writable {
+            Inner::Writable(Region::from_fd(own).map_err(region_error)?)
+        } else {
+            Inner::ReadOnly(ReadOnlyRegion::from_fd(own).map_err(region_error)?)
+        };
+        let tmpfs = match &inner {
+            Inner::Writable(r) => r.medium() == Medium::Tmpfs,
+            Inner::ReadOnly(r) => r.medium() == Medium::Tmpfs,
+        };
+        let mut m = Map {
+            inner,
+            guard: None,
+            populating: None,
+        };
         m.guard = crate::guard::Guard::register(m.as_ptr(), m.len());
+        if tmpfs {
+            let (at, len) = (m.as_ptr() as usize, m.len());
+            let advice = if writable {
+                libc::MADV_POPULATE_WRITE
+            } else {
+                libc::MADV_POPULATE_READ
+            };
+            m.populating = std::thread::Builder::new()
+                .name("pmlab-populate".into())
+                .spawn(move || {
+                    let page = 4096;
+                    let lo = at / page * page;
+                    // SAFETY: the range lies in a mapping the Map owns, and the Map
+                    // joins this thread before unmapping it; populating neither moves
+                    // nor changes the mapping. An older kernel refuses (EINVAL), and
+                    // the space is then demand-paged, as correct and slower.
+                    unsafe {
+                        libc::madvise(lo as *mut libc::c_void, at + len - lo, advice);
+                    }
+                })
+                .ok();
+        }
         Ok(m)
     }
 
@@ -124,7 +181,11 @@ impl Map {
             }
             Inner::ReadOnly(r)
         };
-        Ok(Map { inner, guard: None })
+        Ok(Map {
+            inner,
+            guard: None,
+            populating: None,
+        })
     }
 
     /// Wraps a region already open for writing (a freshly formatted space).
@@ -132,6 +193,7 @@ impl Map {
         Map {
             inner: Inner::Writable(region),
             guard: None,
+            populating: None,
         }
     }
 

@@ -9,8 +9,16 @@ use crate::proto::{Reply, Request};
 /// few round trips, one that creates a few does not hoard (reserved resources are lost
 /// to others until used or given back at disconnect; the service also caps them).
 pub(super) const RESERVE_FIRST: u32 = 32;
-/// The largest reservation asked for at once.
+/// The largest reservation asked for at once, on a large volume.
 const RESERVE_MAX: u32 = 1024;
+
+/// The largest reservation of one of `total` resources (a volume's inodes, or a
+/// domain's pages) asked for at once: a 512th of them, between [`RESERVE_FIRST`] and
+/// [`RESERVE_MAX`], so that the clients of one user (a benchmark's hundred threads)
+/// hold a small part of a small volume ahead of need, well within the service's limits.
+pub(super) fn reserve_max(total: u64) -> u32 {
+    (total / 512).clamp(u64::from(RESERVE_FIRST), u64::from(RESERVE_MAX)) as u32
+}
 
 /// A reservation of an extent asked for and not yet answered ([`State::ask_extents`]).
 pub struct ExtentAsk {
@@ -99,13 +107,13 @@ impl State {
 
     fn next_inode_batch(&mut self) -> u32 {
         let want = self.inode_batch;
-        self.inode_batch = (want * 2).min(RESERVE_MAX);
+        self.inode_batch = (want * 2).min(reserve_max(self.sb.inode_count));
         want
     }
 
     fn next_page_batch(&mut self) -> u32 {
         let want = self.page_batch;
-        self.page_batch = (want * 2).min(RESERVE_MAX);
+        self.page_batch = (want * 2).min(reserve_max(self.sb.domain_pages));
         want
     }
 

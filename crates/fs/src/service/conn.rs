@@ -114,13 +114,17 @@ impl State {
         };
         let (frames, closed) = match c.reader.read_from(&c.stream) {
             Ok(x) => x,
-            Err(_) => return self.drop_client(id),
+            Err(e) => {
+                eprintln!("pmlab fs: client {id} dropped: {e}");
+                return self.drop_client(id);
+            }
         };
         for f in frames {
             if !self.clients.contains_key(&id) {
                 return;
             }
             if self.handle(id, &f).is_err() {
+                eprintln!("pmlab fs: client {id} dropped: a request frame that does not decode");
                 return self.drop_client(id);
             }
         }
@@ -139,7 +143,11 @@ impl State {
             return;
         };
         let ok = c.out.flush(&c.stream).is_ok() && c.rev_out.flush(&c.rev).is_ok();
-        if !ok || c.out.pending() + c.rev_out.pending() > MAX_UNREAD {
+        let unread = c.out.pending() + c.rev_out.pending();
+        if unread > MAX_UNREAD {
+            eprintln!("pmlab fs: client {id} dropped: {unread} bytes of replies left unread");
+        }
+        if !ok || unread > MAX_UNREAD {
             self.drop_client(id);
         }
     }

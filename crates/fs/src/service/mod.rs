@@ -61,7 +61,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            lease_timeout: Duration::from_secs(2),
+            lease_timeout: Duration::from_secs(60),
             limits: None,
         }
     }

@@ -6,7 +6,6 @@ use std::os::unix::fs::FileExt;
 
 use super::State;
 use super::auth::{Auth, Trusted};
-use super::waiters::Waiter;
 use crate::apply::{AttrChange, apply_batch_from, domain_for, free_domain};
 use crate::domain::Domain;
 use crate::error::{FsError, Result};
@@ -44,12 +43,7 @@ impl State {
         let result = match req {
             Request::Acquire { key, exclusive } => match self.lease_allowed(id, key, exclusive) {
                 Ok(()) => {
-                    self.waiters.push(Waiter {
-                        client: id,
-                        id: rid,
-                        key,
-                        exclusive,
-                    });
+                    self.enqueue(id, rid, key, exclusive);
                     self.serve_waiters();
                     return Ok(());
                 }
@@ -120,6 +114,12 @@ impl State {
             .map_err(|r| FsError::Refused(format!("batch rejected: {r}")))?;
         self.log.commit(&mut self.meta, &out.changes)?;
         self.meta_cursor = out.meta_cursor;
+        if ops
+            .iter()
+            .any(|op| matches!(op, crate::journal::Op::Rename { .. }))
+        {
+            self.rechain();
+        }
         let c = self.clients.get_mut(&id).expect("connected");
         for i in &out.used_inodes {
             c.inodes.remove(i);

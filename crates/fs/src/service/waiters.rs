@@ -8,7 +8,6 @@ use crate::inode::{Inode, Kind, access};
 use crate::layout::ROOT_INO;
 use crate::lease::{ancestry, bucket_of_key, valid_key};
 use crate::proto::Reply;
-use crate::view::MediaView;
 
 /// A lease request not yet granted.
 pub(super) struct Waiter {
@@ -16,6 +15,8 @@ pub(super) struct Waiter {
     pub id: u64,
     pub key: u64,
     pub exclusive: bool,
+    /// The key's ancestry, `key` first (rebuilt when something moves).
+    pub up: Vec<u64>,
 }
 
 impl State {
@@ -124,6 +125,30 @@ impl State {
         })
     }
 
+    /// Queues a lease request that [`State::lease_allowed`] passed.
+    pub(super) fn enqueue(&mut self, client: u64, id: u64, key: u64, exclusive: bool) {
+        let up = self.with_view(|v| ancestry(v, key));
+        self.waiters.push(Waiter {
+            client,
+            id,
+            key,
+            exclusive,
+            up,
+        });
+    }
+
+    /// Rebuilds the ancestries the lease table and the waiting requests keep, after a
+    /// batch that moved a name (a directory's move changes every ancestry below it).
+    pub(super) fn rechain(&mut self) {
+        let sb = self.sb;
+        let mut t = super::auth::Trusted::new(&mut self.meta);
+        let mut view = crate::view::MediaView::with_sb(&mut t, sb);
+        self.leases.rechain(&mut view);
+        for w in &mut self.waiters {
+            w.up = ancestry(&mut view, w.key);
+        }
+    }
+
     /// Grants what can be granted, in the order asked; asks holders to give up what
     /// blocks a waiter (once per grant); disconnects holders that did not answer a
     /// revocation within the lease timeout.
@@ -140,23 +165,19 @@ impl State {
         while k < self.waiters.len() {
             let w = &self.waiters[k];
             let (client, rid, key, excl) = (w.client, w.id, w.key, w.exclusive);
-            let sb = self.sb;
-            let mut trusted = super::auth::Trusted::new(&mut self.meta);
-            let mut view = MediaView::with_sb(&mut trusted, sb);
-            let up = ancestry(&mut view, key);
             let behind = self.waiters[..k].iter().any(|e| {
                 e.client != client
                     && (excl || e.exclusive)
-                    && (up.contains(&e.key) || ancestry(&mut view, e.key).contains(&key))
+                    && (w.up.contains(&e.key) || e.up.contains(&key))
             });
             if behind {
                 k += 1;
                 continue;
             }
-            let conflicts = self.leases.conflicts(&mut view, client, key, excl);
+            let conflicts = self.leases.conflicts(client, &self.waiters[k].up, excl);
             if conflicts.is_empty() {
-                let grant = self.leases.grant(client, key, excl);
-                self.waiters.remove(k);
+                let w = self.waiters.remove(k);
+                let grant = self.leases.grant(client, &w.up, excl);
                 if let Some(c) = self.clients.get_mut(&client) {
                     c.send(rid, &Reply::Granted { grant }, Vec::new());
                 }
@@ -176,6 +197,10 @@ impl State {
             if !late.is_empty() {
                 // They did not answer in time: they lose everything they hold.
                 for holder in late {
+                    eprintln!(
+                        "pmlab fs: client {holder} dropped: it did not give back a revoked lease within {:?}",
+                        self.cfg.lease_timeout
+                    );
                     self.drop_client(holder);
                 }
                 k = 0;

@@ -37,6 +37,12 @@ pub struct Args {
     /// webproxy, varmail; default: all four).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Threads that run each FileBench personality, each with a file system client of
+    /// its own, as a comma-separated list of counts and `paper` (FileBench's own: 50 for
+    /// fileserver, 100 for webserver and webproxy, 16 for varmail); every entry is a run
+    /// of its own. Default: 1,paper (full), 1 (--quick).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<aerie::Threads>,
     /// Skip Table 2 (the microbenchmarks); run only the personalities.
     #[arg(long)]
     no_table2: bool,
@@ -76,6 +82,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .retain(|(p, _)| args.only.iter().any(|n| n == p.name()));
     }
     config.run_table2 = !args.no_table2;
+    if !args.threads.is_empty() {
+        config.threads = args.threads.clone();
+    }
     if let Some(r) = args.reps {
         config.reps = r.max(1);
     }
