@@ -15,6 +15,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 pub(crate) const VALID: u64 = 1;
 pub(crate) const DIRTY: u64 = 2;
+/// Debug builds check the invariants of sets of at most this many ways on every access.
+#[cfg(debug_assertions)]
+const ASSERTED_ASSOC: usize = 16;
 
 /// What one single-block access did to a cache.
 pub(crate) struct BlockOutcome {
@@ -232,10 +235,68 @@ impl Cache {
         if miss {
             self.stats.misses.bump(kind);
         }
+        #[cfg(debug_assertions)]
+        self.assert_set(set);
         BlockOutcome {
             miss,
             absorbed,
             dirty_victim,
+        }
+    }
+
+    /// Debug builds: the invariants every lookup relies on hold in set `set`. Each valid
+    /// way holds a block of this set, aligned, at most once; a dirty bit is only on a valid
+    /// way of a write-back cache; stack-ordered policies keep invalid ways at the bottom.
+    /// Sets of more than [`ASSERTED_ASSOC`] ways are left to the tests (the check is
+    /// quadratic in the ways).
+    #[cfg(debug_assertions)]
+    fn assert_set(&self, set: usize) {
+        if self.assoc > ASSERTED_ASSOC {
+            return;
+        }
+        let ways = &self.ways[set * self.assoc..(set + 1) * self.assoc];
+        let stacked = self.cfg.repl != Replacement::TreePlru;
+        let mut seen_invalid = false;
+        for (i, &w) in ways.iter().enumerate() {
+            let blk = w & !(VALID | DIRTY);
+            if w & VALID == 0 {
+                assert!(
+                    w & DIRTY == 0,
+                    "{}: set {set} way {i}: dirty but invalid",
+                    self.name
+                );
+                seen_invalid = true;
+                continue;
+            }
+            assert!(
+                !(stacked && seen_invalid),
+                "{}: set {set}: a valid way below an invalid one",
+                self.name
+            );
+            assert_eq!(
+                blk & self.block_mask,
+                0,
+                "{}: set {set} way {i}: unaligned block {blk:#x}",
+                self.name
+            );
+            assert_eq!(
+                self.set_of(blk),
+                set,
+                "{}: block {blk:#x} in set {set}",
+                self.name
+            );
+            assert!(
+                w & DIRTY == 0 || self.cfg.write_back,
+                "{}: a dirty block in a write-through cache",
+                self.name
+            );
+            assert!(
+                !ways[..i]
+                    .iter()
+                    .any(|&o| o & VALID != 0 && o & !(VALID | DIRTY) == blk),
+                "{}: block {blk:#x} twice in set {set}",
+                self.name
+            );
         }
     }
 
@@ -268,6 +329,8 @@ impl Cache {
                     self.ways[base + p] = 0;
                     self.ways[base + p..base + self.assoc].rotate_left(1);
                 }
+                #[cfg(debug_assertions)]
+                self.assert_set(set);
                 true
             }
             None => false,
@@ -294,5 +357,33 @@ impl Cache {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Invalidation moves the freed way to the bottom of the stack, so the next miss in
+    /// the set fills it and evicts nothing (Dinero IV's order; debug builds also assert
+    /// the stack invariant after every change).
+    #[test]
+    fn an_invalidated_way_is_refilled_before_anything_is_evicted() {
+        let cfg = CacheConfig {
+            assoc: 4,
+            ..CacheConfig::new(4 * 64, 64)
+        };
+        let mut c = Cache::new(cfg, "t".into(), 1, 0, 1);
+        for b in 0..4u64 {
+            assert!(c.access_block(Kind::Read, b * 64).miss);
+        }
+        assert!(c.invalidate(64));
+        assert!(c.access_block(Kind::Read, 4 * 64).miss);
+        for b in [0u64, 2, 3, 4] {
+            assert!(
+                !c.access_block(Kind::Read, b * 64).miss,
+                "block {b} was evicted"
+            );
+        }
     }
 }

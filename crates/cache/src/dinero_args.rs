@@ -8,10 +8,10 @@ use std::fmt::Write;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArgError {
     /// A flag pmlab does not know.
-    #[error("{0}: unrecognized option (see -help)")]
+    #[error("{0:?}: unrecognized option (see -help)")]
     Unknown(String),
     /// A flag that needs a value came last.
-    #[error("{0}: missing value")]
+    #[error("{0:?}: missing value")]
     MissingValue(String),
     /// A flag's value does not parse or is out of range.
     #[error("{flag} {value}: {message}")]
@@ -136,6 +136,96 @@ fn one_char(flag: &str, value: &str, allowed: &str, what: &str) -> Result<char, 
     }
 }
 
+/// Level `n` (from 1) from its unified, instruction and data caches' flags.
+fn level(n: usize, [u, i, d]: &[CacheFlags; 3]) -> Result<Level, ArgError> {
+    let split = i.any() || d.any();
+    if u.any() && split {
+        return Err(ArgError::Incomplete(format!(
+            "level {n} has i or d together with u cache parameters"
+        )));
+    }
+    if u.any() {
+        return Ok(Level::Unified(cache(n, u, 0)?));
+    }
+    if !split {
+        return Err(ArgError::Incomplete(format!(
+            "no level {n} cache specified"
+        )));
+    }
+    if !i.any() || !d.any() {
+        let missing = if i.any() { 'd' } else { 'i' };
+        return Err(ArgError::Incomplete(format!(
+            "level {n}: a split level needs both caches; -l{n}-{missing}size and -l{n}-{missing}bsize are missing"
+        )));
+    }
+    Ok(Level::Split {
+        instr: cache(n, i, 1)?,
+        data: cache(n, d, 2)?,
+    })
+}
+
+/// The cache of level `n` on side `idu` (0 unified, 1 instruction, 2 data) from its flags.
+fn cache(n: usize, f: &CacheFlags, idu: usize) -> Result<CacheConfig, ArgError> {
+    let t = IDU[idu];
+    let size = f.size.ok_or_else(|| {
+        ArgError::Incomplete(format!(
+            "level {n} {t}cache: size not specified (-l{n}-{t}size)"
+        ))
+    })?;
+    let bsize = f.bsize.ok_or_else(|| {
+        ArgError::Incomplete(format!(
+            "level {n} {t}cache: block size not specified (-l{n}-{t}bsize)"
+        ))
+    })?;
+    if let Some(sb) = f.sbsize.filter(|&sb| sb != bsize) {
+        return Err(unsupported(
+            &format!("-l{n}-{t}sbsize"),
+            format!(
+                "{sb}: sub-blocks are not implemented; the sub-block size must equal the block size {bsize}"
+            ),
+        ));
+    }
+    let assoc = f.assoc.unwrap_or(1);
+    if assoc == 0 {
+        return Err(bad(&format!("-l{n}-{t}assoc"), "0", "must be at least 1"));
+    }
+    let repl = match f.repl.unwrap_or('l') {
+        'f' => Replacement::Fifo,
+        'r' => Replacement::Random,
+        'p' => Replacement::TreePlru,
+        _ => Replacement::Lru,
+    };
+    let c = CacheConfig {
+        size,
+        block_size: bsize,
+        assoc,
+        repl,
+        write_back: f.wback.unwrap_or('a') == 'a',
+        write_allocate: f.walloc.unwrap_or('a') == 'a',
+        ccc: f.ccc,
+    };
+    c.validate(&format!("l{n}-{t}cache"))?;
+    Ok(c)
+}
+
+/// `-on-trigger`/`-off-trigger`: a hexadecimal address, of which only 0 (no trigger) is
+/// implemented.
+fn check_trigger(flag: &str, v: &str) -> Result<(), ArgError> {
+    let hex = v
+        .strip_prefix("0x")
+        .or_else(|| v.strip_prefix("0X"))
+        .unwrap_or(v);
+    let n =
+        u64::from_str_radix(hex, 16).map_err(|_| bad(flag, v, "expected a hexadecimal address"))?;
+    if n != 0 {
+        return Err(unsupported(
+            flag,
+            "trigger addresses are not implemented; only 0 is accepted",
+        ));
+    }
+    Ok(())
+}
+
 /// Splits `-lN-Tfield` into (level index, idu index, field).
 fn level_idu(flag: &str) -> Option<(usize, usize, &str)> {
     let rest = flag.strip_prefix("-l")?;
@@ -148,6 +238,94 @@ fn level_idu(flag: &str) -> Option<(usize, usize, &str)> {
     let t = rest.chars().next()?;
     let idu = IDU.iter().position(|&c| c == t)?;
     Some((level - 1, idu, &rest[1..]))
+}
+
+/// The next command-line word, as the value of the flag before it.
+type Value<'a, 'b> = &'b mut dyn FnMut() -> Result<&'a str, ArgError>;
+
+fn unsupported(flag: &str, message: impl Into<String>) -> ArgError {
+    ArgError::Unsupported {
+        flag: flag.into(),
+        message: message.into(),
+    }
+}
+
+impl CacheFlags {
+    /// Sets `field` of this cache (`idu`: 0 unified, 1 instruction, 2 data) from `flag`'s
+    /// value.
+    fn set<'a>(
+        &mut self,
+        flag: &str,
+        idu: usize,
+        field: &str,
+        value: Value<'a, '_>,
+    ) -> Result<(), ArgError> {
+        match field {
+            "size" => self.size = Some(scaled(flag, value()?)?),
+            "bsize" => self.bsize = Some(pow2(flag, value()?)?),
+            "sbsize" => self.sbsize = Some(pow2(flag, value()?)?),
+            "assoc" => {
+                let v = value()?;
+                let n: u64 = v
+                    .parse()
+                    .ok()
+                    .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| bad(flag, v, "expected an unsigned integer"))?;
+                self.assoc = Some(n);
+            }
+            "repl" => {
+                self.repl = Some(one_char(
+                    flag,
+                    value()?,
+                    "lfrp",
+                    "expected l (LRU), f (FIFO), r (random) or p (tree pseudo-LRU)",
+                )?)
+            }
+            "fetch" => {
+                let c = one_char(flag, value()?, "damtls", "expected one of d, a, m, t, l, s")?;
+                if c != 'd' {
+                    let why = format!("fetch policy {c}: only demand fetch (d) is implemented");
+                    return Err(unsupported(flag, why));
+                }
+                self.fetch = Some(c);
+            }
+            "pfdist" | "pfabort" => {
+                if value()? != "0" {
+                    return Err(unsupported(flag, "prefetching is not implemented"));
+                }
+            }
+            "walloc" | "wback" => self.set_write_policy(flag, idu, field, value()?)?,
+            "ccc" => self.ccc = true,
+            _ => return Err(ArgError::Unknown(flag.into())),
+        }
+        Ok(())
+    }
+
+    /// `-lN-Twalloc` or `-lN-Twback`.
+    fn set_write_policy(
+        &mut self,
+        flag: &str,
+        idu: usize,
+        field: &str,
+        v: &str,
+    ) -> Result<(), ArgError> {
+        let c = one_char(flag, v, "anf", "expected a (always), n (never) or f")?;
+        if idu == 1 {
+            return Err(bad(flag, v, "an instruction cache has no write policy"));
+        }
+        if c == 'f' {
+            return Err(unsupported(
+                flag,
+                "policy f (only without fetch) is not implemented; use a or n",
+            ));
+        }
+        if field == "walloc" {
+            self.walloc = Some(c);
+        } else {
+            self.wback = Some(c);
+        }
+        Ok(())
+    }
 }
 
 impl DineroArgs {
@@ -165,143 +343,56 @@ impl DineroArgs {
             seed: 1,
             flags: vec![Default::default(); MAX_LEVELS],
         };
-        let mut i = 0;
-        while i < args.len() {
-            let flag = args[i].as_ref();
-            i += 1;
-            let mut value = || -> Result<&str, ArgError> {
-                let v = args
-                    .get(i)
-                    .map(|s| s.as_ref())
-                    .ok_or_else(|| ArgError::MissingValue(flag.into()))?;
-                i += 1;
-                Ok(v)
+        let mut words = args.iter().map(AsRef::as_ref);
+        while let Some(flag) = words.next() {
+            let mut value = || {
+                words
+                    .next()
+                    .ok_or_else(|| ArgError::MissingValue(flag.into()))
             };
-            match flag {
-                "-help" => a.help = true,
-                "-stat-idcombine" => a.stat_idcombine = true,
-                "-copyright" | "-contact" | "-dineroIII" | "-custom" => {
-                    return Err(ArgError::Unsupported {
-                        flag: flag.into(),
-                        message: "not provided by pmlab (see -help)".into(),
-                    });
-                }
-                "-skipcount" => a.skipcount = scaled(flag, value()?)?,
-                "-maxcount" => a.maxcount = scaled(flag, value()?)?,
-                "-flushcount" => a.flushcount = scaled(flag, value()?)?,
-                "-stat-interval" => a.stat_interval = scaled(flag, value()?)?,
-                "-seed" => {
-                    let v = value()?;
-                    a.seed = v
-                        .parse()
-                        .map_err(|_| bad(flag, v, "expected an unsigned integer"))?;
-                }
-                "-informat" => {
-                    let v = value()?;
-                    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-                        return Err(bad(flag, v, "expected a trace format name such as D or d"));
-                    }
-                    a.informat = v.into();
-                }
-                "-on-trigger" | "-off-trigger" => {
-                    let v = value()?;
-                    let hex = v
-                        .strip_prefix("0x")
-                        .or_else(|| v.strip_prefix("0X"))
-                        .unwrap_or(v);
-                    let n = u64::from_str_radix(hex, 16)
-                        .map_err(|_| bad(flag, v, "expected a hexadecimal address"))?;
-                    if n != 0 {
-                        return Err(ArgError::Unsupported {
-                            flag: flag.into(),
-                            message: "trigger addresses are not implemented; only 0 is accepted"
-                                .into(),
-                        });
-                    }
-                }
-                _ => {
-                    let Some((lev, idu, field)) = level_idu(flag) else {
-                        return Err(ArgError::Unknown(flag.into()));
-                    };
-                    let f = &mut a.flags[lev][idu];
-                    match field {
-                        "size" => f.size = Some(scaled(flag, value()?)?),
-                        "bsize" => f.bsize = Some(pow2(flag, value()?)?),
-                        "sbsize" => f.sbsize = Some(pow2(flag, value()?)?),
-                        "assoc" => {
-                            let v = value()?;
-                            let n: u64 = v
-                                .parse()
-                                .ok()
-                                .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
-                                .ok_or_else(|| bad(flag, v, "expected an unsigned integer"))?;
-                            f.assoc = Some(n);
-                        }
-                        "repl" => {
-                            f.repl = Some(one_char(
-                                flag,
-                                value()?,
-                                "lfrp",
-                                "expected l (LRU), f (FIFO), r (random) or p (tree pseudo-LRU)",
-                            )?)
-                        }
-                        "fetch" => {
-                            let v = value()?;
-                            let c =
-                                one_char(flag, v, "damtls", "expected one of d, a, m, t, l, s")?;
-                            if c != 'd' {
-                                return Err(ArgError::Unsupported {
-                                    flag: flag.into(),
-                                    message: format!(
-                                        "fetch policy {c}: only demand fetch (d) is implemented"
-                                    ),
-                                });
-                            }
-                            f.fetch = Some(c);
-                        }
-                        "pfdist" | "pfabort" => {
-                            let v = value()?;
-                            if v != "0" {
-                                return Err(ArgError::Unsupported {
-                                    flag: flag.into(),
-                                    message: "prefetching is not implemented".into(),
-                                });
-                            }
-                        }
-                        "walloc" | "wback" => {
-                            let v = value()?;
-                            let c =
-                                one_char(flag, v, "anf", "expected a (always), n (never) or f")?;
-                            if idu == 1 {
-                                return Err(bad(
-                                    flag,
-                                    v,
-                                    "an instruction cache has no write policy",
-                                ));
-                            }
-                            if c == 'f' {
-                                return Err(ArgError::Unsupported {
-                                    flag: flag.into(),
-                                    message: "policy f (only without fetch) is not implemented; use a or n".into(),
-                                });
-                            }
-                            if field == "walloc" {
-                                f.walloc = Some(c);
-                            } else {
-                                f.wback = Some(c);
-                            }
-                        }
-                        "ccc" => f.ccc = true,
-                        _ => return Err(ArgError::Unknown(flag.into())),
-                    }
-                }
+            if a.global_flag(flag, &mut value)? {
+                continue;
             }
+            let (lev, idu, field) =
+                level_idu(flag).ok_or_else(|| ArgError::Unknown(flag.into()))?;
+            a.flags[lev][idu].set(flag, idu, field, &mut value)?;
         }
         if a.help {
             return Ok(a);
         }
         a.hierarchy = a.build()?;
         Ok(a)
+    }
+
+    /// Applies `flag` if it is one of the global (not per-cache) flags; false if not.
+    fn global_flag<'a>(&mut self, flag: &str, value: Value<'a, '_>) -> Result<bool, ArgError> {
+        match flag {
+            "-help" => self.help = true,
+            "-stat-idcombine" => self.stat_idcombine = true,
+            "-copyright" | "-contact" | "-dineroIII" | "-custom" => {
+                return Err(unsupported(flag, "not provided by pmlab (see -help)"));
+            }
+            "-skipcount" => self.skipcount = scaled(flag, value()?)?,
+            "-maxcount" => self.maxcount = scaled(flag, value()?)?,
+            "-flushcount" => self.flushcount = scaled(flag, value()?)?,
+            "-stat-interval" => self.stat_interval = scaled(flag, value()?)?,
+            "-seed" => {
+                let v = value()?;
+                self.seed = v
+                    .parse()
+                    .map_err(|_| bad(flag, v, "expected an unsigned integer"))?;
+            }
+            "-informat" => {
+                let v = value()?;
+                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                    return Err(bad(flag, v, "expected a trace format name such as D or d"));
+                }
+                self.informat = v.into();
+            }
+            "-on-trigger" | "-off-trigger" => check_trigger(flag, value()?)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     fn build(&self) -> Result<HierarchyConfig, ArgError> {
@@ -315,77 +406,9 @@ impl DineroArgs {
                 "cache size and block size must be specified, e.g.: -l1-isize 16k -l1-dsize 8192 -l1-ibsize 32 -l1-dbsize 16".into(),
             ));
         };
-        let mut levels = Vec::new();
-        for lev in 0..maxlevel {
-            let [u, i, d] = &self.flags[lev];
-            let n = lev + 1;
-            let cache = |f: &CacheFlags, idu: usize| -> Result<CacheConfig, ArgError> {
-                let t = IDU[idu];
-                let size = f.size.ok_or_else(|| {
-                    ArgError::Incomplete(format!(
-                        "level {n} {t}cache: size not specified (-l{n}-{t}size)"
-                    ))
-                })?;
-                let bsize = f.bsize.ok_or_else(|| {
-                    ArgError::Incomplete(format!(
-                        "level {n} {t}cache: block size not specified (-l{n}-{t}bsize)"
-                    ))
-                })?;
-                if let Some(sb) = f.sbsize.filter(|&sb| sb != bsize) {
-                    return Err(ArgError::Unsupported {
-                        flag: format!("-l{n}-{t}sbsize"),
-                        message: format!(
-                            "{sb}: sub-blocks are not implemented; the sub-block size must equal the block size {bsize}"
-                        ),
-                    });
-                }
-                let assoc = f.assoc.unwrap_or(1);
-                if assoc == 0 {
-                    return Err(bad(&format!("-l{n}-{t}assoc"), "0", "must be at least 1"));
-                }
-                let repl = match f.repl.unwrap_or('l') {
-                    'f' => Replacement::Fifo,
-                    'r' => Replacement::Random,
-                    'p' => Replacement::TreePlru,
-                    _ => Replacement::Lru,
-                };
-                let c = CacheConfig {
-                    size,
-                    block_size: bsize,
-                    assoc,
-                    repl,
-                    write_back: f.wback.unwrap_or('a') == 'a',
-                    write_allocate: f.walloc.unwrap_or('a') == 'a',
-                    ccc: f.ccc,
-                };
-                c.validate(&format!("l{n}-{t}cache"))?;
-                Ok(c)
-            };
-            let split = i.any() || d.any();
-            if u.any() && split {
-                return Err(ArgError::Incomplete(format!(
-                    "level {n} has i or d together with u cache parameters"
-                )));
-            }
-            if u.any() {
-                levels.push(Level::Unified(cache(u, 0)?));
-            } else if split {
-                if !i.any() || !d.any() {
-                    let missing = if i.any() { 'd' } else { 'i' };
-                    return Err(ArgError::Incomplete(format!(
-                        "level {n}: a split level needs both caches; -l{n}-{missing}size and -l{n}-{missing}bsize are missing"
-                    )));
-                }
-                levels.push(Level::Split {
-                    instr: cache(i, 1)?,
-                    data: cache(d, 2)?,
-                });
-            } else {
-                return Err(ArgError::Incomplete(format!(
-                    "no level {n} cache specified"
-                )));
-            }
-        }
+        let levels = (0..maxlevel)
+            .map(|lev| level(lev + 1, &self.flags[lev]))
+            .collect::<Result<Vec<_>, _>>()?;
         let h = HierarchyConfig { levels };
         h.validate()?;
         Ok(h)

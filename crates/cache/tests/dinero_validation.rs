@@ -1,5 +1,5 @@
 //! Every counter pmlab prints equals Dinero IV's, for the 3 traces x 7 configurations of
-//! the validation set (`shared/validation/dinero`).
+//! the validation set (`data/validation/dinero`).
 
 mod support;
 

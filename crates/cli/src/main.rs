@@ -30,6 +30,8 @@ enum Command {
     Scm(cmd::scm::Args),
     /// The Aerie file system: serve a volume, fsck, stress.
     Fs(cmd::fs::Args),
+    /// SpaceJMP address spaces and segments: create, list, inspect, remove, check, stress.
+    Vas(cmd::vas::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -42,6 +44,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Scm(a) => cmd::scm::run(a),
         Command::Fs(a) => cmd::fs::run(a),
+        Command::Vas(a) => cmd::vas::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

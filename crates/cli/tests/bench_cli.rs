@@ -56,3 +56,29 @@ fn bench_reports_a_missing_trace() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/trace.din"));
 }
+
+/// With no `--trace`, an installed binary runs the trace it carries: a copy of the
+/// binary alone in an empty directory, run from there, needs nothing beside it.
+#[test]
+fn bench_runs_its_built_in_trace_from_an_installed_binary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = dir.path().join("pmlab");
+    std::fs::copy(env!("CARGO_BIN_EXE_pmlab"), &exe).expect("copy the binary");
+    let out = Command::new(&exe)
+        .current_dir(dir.path())
+        .args([
+            "bench", "--reps", "1", "--limit", "20000", "--json", "b.json",
+        ])
+        .output()
+        .expect("run pmlab bench");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("built-in sort.din.xz") && err.contains("(20000 references)"),
+        "{err}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b.json")).expect("json"))
+            .expect("valid JSON");
+    assert_eq!(doc["references"], 20_000);
+}

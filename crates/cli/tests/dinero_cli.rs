@@ -73,8 +73,8 @@ fn small_trace_counted_by_hand() {
 /// One full validation case through the binary: byte-for-byte Dinero IV's output.
 #[test]
 fn validation_case_byte_for_byte() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/validation/dinero");
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/validation/dinero");
     let configs = std::fs::read_to_string(dir.join("configs.txt")).expect("configs.txt");
     // Decompressed (and re-written as extended din) by the trace crate.
     let trace = {

@@ -18,19 +18,20 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// A fresh path under /dev/shm (tmpfs), unique to this test and process.
-fn shm_path(name: &str) -> PathBuf {
-    let p = PathBuf::from(format!(
-        "/dev/shm/pmlab-scm-cli-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&p);
-    p
+/// A fresh path in a scratch directory under /dev/shm (tmpfs); the directory goes away
+/// with the returned guard, however the test ends.
+fn shm_path(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("pmlab-scm-cli-")
+        .tempdir_in("/dev/shm")
+        .expect("a scratch directory in /dev/shm");
+    let p = dir.path().join(name);
+    (dir, p)
 }
 
 #[test]
 fn create_info_check_on_tmpfs() {
-    let p = shm_path("ok");
+    let (_dir, p) = shm_path("ok");
     let ps = p.to_str().unwrap();
     let o = pmlab(&["scm", "create", ps, "--size", "64M"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -55,7 +56,7 @@ fn create_info_check_on_tmpfs() {
 
 #[test]
 fn check_names_the_corrupted_field() {
-    let p = shm_path("bad");
+    let (_dir, p) = shm_path("bad");
     let ps = p.to_str().unwrap();
     assert!(
         pmlab(&["scm", "create", ps, "--size", "1M"])
@@ -105,16 +106,15 @@ fn memfd_and_bad_sizes() {
 
 #[test]
 fn page_cache_file_reports_msync() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let p = dir.join(format!("scm-cli-{}.scm", std::process::id()));
-    let _ = std::fs::remove_file(&p);
+    // The target directory's scratch space is on the build's disk (the page cache).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let p = dir.path().join("r.scm");
     let o = pmlab(&["scm", "create", p.to_str().unwrap(), "--size", "1M"]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     if t.contains("medium        page-cache") {
         assert!(t.contains("persist mode  msync"), "{t}");
     }
-    std::fs::remove_file(&p).unwrap();
 }
 
 #[test]

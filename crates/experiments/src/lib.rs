@@ -3,3 +3,4 @@
 
 pub mod aerie;
 pub mod kessler_hill;
+pub mod spacejmp;

@@ -384,18 +384,21 @@ impl<R: MediaRead + ?Sized> Checker<'_, R> {
                 let Some(set) = bit_of(&mut self.view, sb.dbitmap_of(d), page) else {
                     return;
                 };
-                let used = page == 0 || self.data_owner.contains_key(&(d as u16, page));
+                // Page 0 of every domain is reserved and always marked in use.
+                let owner = self.data_owner.get(&(d as u16, page)).copied();
+                let used = page == 0 || owner.is_some();
+                let place = || format!("domain {d} data page {page}");
                 if set && !used {
                     self.err(
-                        format!("domain {d} data page {page}"),
+                        place(),
                         "marked in use in the data bitmap, but no file refers to it (leak)".into(),
                     );
                 } else if !set && used {
-                    let owner = self.data_owner[&(d as u16, page)];
-                    self.err(
-                        format!("domain {d} data page {page}"),
-                        format!("used by inode {owner} but free in the data bitmap"),
-                    );
+                    let why = match owner {
+                        Some(ino) => format!("used by inode {ino} but free in the data bitmap"),
+                        None => "reserved, but free in the data bitmap".into(),
+                    };
+                    self.err(place(), why);
                 }
             }
         }

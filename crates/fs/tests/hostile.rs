@@ -1,11 +1,11 @@
 //! A hostile client of another user against the service's rights: naming another
 //! user's file (link, rename), and what it may hold (reservations, domains, leases,
 //! pins). Clients of other users are this test re-executed as those users
-//! ([`support::child`]); a hostile one speaks the wire protocol by hand
+//! ([`pmlab_testkit::child`]); a hostile one speaks the wire protocol by hand
 //! ([`support::raw`]), doing what libFS never would.
 
 mod support;
-use support::child;
+use pmlab_testkit::child;
 use support::raw::Raw;
 use support::users::{Kid, Rig, mark, root_or_skip, sock, wait_line};
 

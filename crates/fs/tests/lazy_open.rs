@@ -14,8 +14,7 @@ use pmlab_fs::pxfs::{OpenFlags, Pxfs};
 use pmlab_fs::service::{self, Config, Handle};
 use pmlab_fs::view::PageSource;
 
-mod support;
-use support::child;
+use pmlab_testkit::child;
 
 struct Rig {
     _tmp: tempfile::TempDir,

@@ -1,8 +1,7 @@
 //! Several client processes at once: each is this test re-executed in a client role
-//! ([`support::child`]), working on the volume through its own libFS connection.
+//! ([`pmlab_testkit::child`]), working on the volume through its own libFS connection.
 
-mod support;
-use support::child;
+use pmlab_testkit::child;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,9 +1,9 @@
 //! File permissions the kernel's file systems enforce and memory mappings alone cannot:
 //! write-only files, and search and read bits of directories on lookups through the
-//! service. Each check runs as another user ([`support::child`]).
+//! service. Each check runs as another user ([`pmlab_testkit::child`]).
 
 mod support;
-use support::child;
+use pmlab_testkit::child;
 use support::raw::Raw;
 use support::users::{Kid, Rig, mark, root_or_skip, sock};
 

@@ -3,7 +3,7 @@
 //! file as one step.
 
 mod support;
-use support::child;
+use pmlab_testkit::child;
 use support::users::{Kid, Rig, mark, root_or_skip, sock};
 
 use pmlab_fs::FsError;

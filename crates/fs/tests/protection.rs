@@ -1,13 +1,12 @@
 //! Protection by the kernel: a client holds no writable mapping of anything it may not
 //! write. Each check runs in a separate process (this test re-executed as an
-//! unprivileged user, [`support::child`]) and must die of SIGSEGV when it stores into
+//! unprivileged user, [`pmlab_testkit::child`]) and must die of SIGSEGV when it stores into
 //! memory it may only read.
 
-mod support;
-use support::child;
+use pmlab_testkit::child;
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -23,10 +22,10 @@ const TEST: &str = "clients_fault_on_what_they_may_not_write";
 
 /// Runs one role in a child process as `uid`; returns its status and output.
 fn run_as(role: &str, sock: &Path, uid: u32) -> (std::process::ExitStatus, String) {
-    let out = child::command(TEST, role)
+    let exe = child::ForeignExecutable::new().unwrap();
+    let out = exe
+        .command_as(TEST, role, uid, uid)
         .env("PMLAB_FS_SOCK", sock)
-        .uid(uid)
-        .gid(uid)
         .output()
         .unwrap();
     (

@@ -3,7 +3,7 @@
 //! the readers of other users by cutting its data space short.
 
 mod support;
-use support::child;
+use pmlab_testkit::child;
 use support::raw::Raw;
 use support::users::{Kid, Rig, mark, root_or_skip, sock, wait_line};
 

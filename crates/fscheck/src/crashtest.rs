@@ -265,6 +265,9 @@ pub enum CrashTestError {
     /// Building the volume or reading it failed.
     #[error("file system: {0}")]
     Fs(#[from] FsError),
+    /// A recording reached the machine's limit, so it could not be explored whole.
+    #[error("{0}")]
+    Recording(#[from] pmlab_model::RecordingOverflow),
     /// The service refused a batch the workload drew as valid (a workload or service bug).
     #[error("seed {seed}, batch {batch}: the service refused the batch: {why}")]
     Refused {
@@ -379,6 +382,9 @@ fn explore_recovery(
         Ok(())
     });
     res?;
+    if let Some(o) = rec.overflow() {
+        return Err(o.into());
+    }
     let explored = rec.explore(opts, |c| match oracle.judge(c.bytes)?.state {
         s if s == want => Ok(()),
         s => Err(format!(
@@ -391,6 +397,23 @@ fn explore_recovery(
         .map(|f| Failure::of(batch, f, "during recovery: "))
         .collect();
     Ok((explored.points, explored.images, failures))
+}
+
+/// A volume image after `batches` seeded batches of the crash test's workload, all
+/// committed and durable: a realistic metadata space (directories, files with mapped
+/// pages, KVFS objects, links, a used redo log) for tests that damage volumes.
+pub fn populated_image(seed: u64, batches: usize) -> Result<Vec<u8>, CrashTestError> {
+    let cfg = Config::small(seed);
+    let (mut m, sb, domains, mut log) = build(&cfg)?;
+    let mut workload = Workload::new(sb.inode_count, sb.domain_pages, sb.kv_object_pages, domains);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(sub_seed(seed, 3));
+    for batch in 0..batches {
+        let (ops, _) = workload.batch(&mut rng, cfg.max_ops);
+        serve(&mut m, sb, &mut log, &encode_batch(&ops))
+            .map_err(|why| CrashTestError::Refused { seed, batch, why })?;
+    }
+    m.persist_all();
+    Ok(m.crash())
 }
 
 /// Runs a crash test: builds the volume, commits `cfg.batches` seeded batches and
@@ -440,6 +463,9 @@ pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
         let mut oracle = Oracle::new(cfg.protocol, &before, &after);
         // Images whose recovery replays the log, to crash that recovery in turn.
         let mut replays: Vec<(Vec<u8>, Recovered)> = Vec::new();
+        if let Some(o) = rec.overflow() {
+            return Err(o.into());
+        }
         let explored = rec.explore(&opts, |c: &CrashImage<'_>| {
             let v = oracle.judge(c.bytes)?;
             if v.replayed && replays.len() < cfg.recovery_crashes {

@@ -97,10 +97,10 @@ impl DeviceConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        if self.banks == 0 {
+        if self.banks == 0 || self.banks > 1 << 16 {
             return Err(ConfigError::field(
                 "device.banks",
-                "must be positive".into(),
+                format!("{} is not in 1 ..= 65536", self.banks),
             ));
         }
         Ok(())

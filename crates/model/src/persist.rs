@@ -211,19 +211,25 @@ impl LineSet {
         let s = &mut self.slot[line as usize];
         if *s == 0 {
             self.lines.push(line);
-            *s = self.lines.len() as u32;
+            *s = u32::try_from(self.lines.len()).expect("fewer than 2^32 dirty lines");
         }
+        debug_assert_eq!(self.lines[self.slot[line as usize] as usize - 1], line);
     }
 
     pub(crate) fn remove(&mut self, line: u64) {
         let s = std::mem::take(&mut self.slot[line as usize]);
         if s != 0 {
             let i = (s - 1) as usize;
+            debug_assert_eq!(
+                self.lines[i], line,
+                "line set: slot of line {line} is stale"
+            );
             self.lines.swap_remove(i);
             if let Some(&moved) = self.lines.get(i) {
                 self.slot[moved as usize] = s;
             }
         }
+        debug_assert!(!self.contains(line));
     }
 
     pub(crate) fn contains(&self, line: u64) -> bool {

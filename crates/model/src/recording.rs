@@ -126,9 +126,25 @@ pub struct CrashFailure {
     pub message: String,
 }
 
+/// A recording that reached the machine's recording limit and stopped: its events do not
+/// reach the end of the run, so no exploration of it can be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "crash recording stopped at its limit of {limit} bytes after {events} events: record a shorter \
+     run, or raise the limit with Machine::set_recording_limit"
+)]
+pub struct RecordingOverflow {
+    /// The limit, in bytes of recorded events.
+    pub limit: u64,
+    /// Events recorded before it was reached.
+    pub events: usize,
+}
+
 /// The outcome of an exploration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExploreReport {
+    /// Set when the recording was incomplete and nothing was explored.
+    pub incomplete: Option<RecordingOverflow>,
     /// Crash points considered (after granularity and skipping unchanged ones).
     pub points: usize,
     /// Images given to the checker.
@@ -140,9 +156,9 @@ pub struct ExploreReport {
 }
 
 impl ExploreReport {
-    /// Whether every image passed.
+    /// Whether the whole recording was explored and every image passed.
     pub fn passed(&self) -> bool {
-        self.failures.is_empty()
+        self.incomplete.is_none() && self.failures.is_empty()
     }
 }
 
@@ -151,11 +167,25 @@ impl ExploreReport {
 pub struct Recording {
     base: DurableState,
     events: Vec<Event>,
+    overflow: Option<RecordingOverflow>,
 }
 
 impl Recording {
-    pub(crate) fn new(base: DurableState, events: Vec<Event>) -> Self {
-        Self { base, events }
+    pub(crate) fn new(
+        base: DurableState,
+        events: Vec<Event>,
+        overflow: Option<RecordingOverflow>,
+    ) -> Self {
+        Self {
+            base,
+            events,
+            overflow,
+        }
+    }
+
+    /// Whether the recording stopped at the machine's limit before the run ended.
+    pub fn overflow(&self) -> Option<RecordingOverflow> {
+        self.overflow
     }
 
     /// The events, in order.
@@ -196,6 +226,10 @@ impl Recording {
         mut check: impl FnMut(&CrashImage<'_>) -> Result<(), String>,
     ) -> ExploreReport {
         let mut report = ExploreReport::default();
+        if let Some(o) = self.overflow {
+            report.incomplete = Some(o);
+            return report;
+        }
         let mut state = self.base.clone();
         let mut changed = true;
         let mut boundary = 0usize;

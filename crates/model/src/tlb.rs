@@ -36,6 +36,12 @@ impl Default for TlbConfig {
 
 impl TlbConfig {
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if self.entries > MAX_TLB_ENTRIES {
+            return Err(ConfigError::field(
+                "translation.tlb.entries",
+                format!("{} is more than the limit {MAX_TLB_ENTRIES}", self.entries),
+            ));
+        }
         if self.assoc == 0 || self.entries == 0 || !self.entries.is_multiple_of(self.assoc) {
             return Err(ConfigError::field(
                 "translation.tlb.entries",
@@ -48,6 +54,9 @@ impl TlbConfig {
         Ok(())
     }
 }
+
+/// The most TLB entries a configuration may ask for (real TLBs hold a few thousand).
+pub const MAX_TLB_ENTRIES: u64 = 1 << 20;
 
 /// TLB counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -178,3 +178,28 @@ fn a_stride_samples_points() {
     let some = rec.explore(&o, |_| Ok(())).points;
     assert!(some < all && some >= all / 3, "{some} of {all}");
 }
+
+/// A recording is bounded: past its limit it stops, and exploring it fails with an error
+/// saying so, instead of growing without bound or passing on a partial run.
+#[test]
+fn a_recording_past_its_limit_stops_and_is_reported() {
+    let mut m = Machine::new(MachineConfig::tiny(MIB, 16)).unwrap();
+    // Each record's write-back costs its 64 bytes plus the event overhead; a small limit
+    // stops the recording within the run.
+    m.set_recording_limit(300);
+    let ((), rec) = m.record(|m| append_log(m, true, FlushKind::Clwb));
+    let overflow = rec.overflow().expect("the limit was reached");
+    assert_eq!(overflow.limit, 300);
+    let report = rec.explore(&opts(Granularity::EveryOp), |c| check(c.bytes));
+    assert!(!report.passed() && report.points == 0, "{report:?}");
+    let message = report.incomplete.unwrap().to_string();
+    assert!(message.contains("limit of 300 bytes"), "{message}");
+    // The default limit holds the whole run.
+    let mut m = Machine::new(MachineConfig::tiny(MIB, 16)).unwrap();
+    let ((), rec) = m.record(|m| append_log(m, true, FlushKind::Clwb));
+    assert!(rec.overflow().is_none());
+    assert!(
+        rec.explore(&opts(Granularity::EveryOp), |c| check(c.bytes))
+            .passed()
+    );
+}

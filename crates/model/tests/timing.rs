@@ -131,3 +131,38 @@ fn machines_can_move_between_threads() {
     .unwrap();
     assert!(cycles > 0);
 }
+
+/// CR3 loads: an untagged load flushes the TLB (the next access walks again), a tagged
+/// load with the no-flush bit keeps it, and each is charged its configured cycles.
+#[test]
+fn cr3_loads_flush_or_keep_the_tlb_and_cost_what_is_configured() {
+    use pmlab_model::{Machine, MachineConfig};
+    use pmlab_spine::Memory;
+    for tagged in [false, true] {
+        let mut cfg = MachineConfig::loc(1 << 20);
+        cfg.translation.tlb.as_mut().unwrap().tagged = tagged;
+        let mut m = Machine::new(cfg).unwrap();
+        let mut b = [0u8; 8];
+        m.read(0, &mut b).unwrap();
+        let misses = m.stats().tlb.misses;
+        let before = m.cycles();
+        let charged = m.load_cr3(0, true);
+        assert_eq!(m.cycles() - before, charged);
+        let c = m.os_costs().clone();
+        assert_eq!(
+            charged,
+            if tagged {
+                c.cr3_tagged_cycles
+            } else {
+                c.cr3_cycles
+            }
+        );
+        m.read(0, &mut b).unwrap();
+        let walked = m.stats().tlb.misses - misses;
+        assert_eq!(walked, if tagged { 0 } else { 1 }, "tagged = {tagged}");
+        let s = m.vas_switch(0);
+        assert_eq!(s.syscall, c.syscall_cycles);
+        assert_eq!(m.stats().syscalls, 1);
+        assert_eq!(m.stats().cr3_loads, 2);
+    }
+}

@@ -61,6 +61,7 @@ pub mod policy;
 mod pool;
 mod spaces;
 mod stats;
+pub mod vas;
 
 pub use bin_tree::BinTree;
 pub use error::OsError;

@@ -92,6 +92,7 @@ impl PhysicalMemory {
             self.refill();
             self.pool.set_oldest(self.lru.tail());
         }
+        self.assert_pool();
     }
 
     /// Puts `pfn` at the bottom of the LRU list: it becomes the first frame offered.
@@ -112,6 +113,24 @@ impl PhysicalMemory {
         }
         self.refill();
         self.pool.set_oldest(self.lru.tail());
+        self.assert_pool();
+    }
+
+    /// Debug builds: the O(1) part of [`PhysicalMemory::check`] after every move. The pool
+    /// holds exactly its target, its top frame is in it, and its oldest frame is the
+    /// bottom of the LRU list.
+    #[inline]
+    fn assert_pool(&self) {
+        debug_assert_eq!(self.pool.len(), self.pool_target, "pool size");
+        debug_assert!(
+            self.boundary == NIL || self.pool.contains(self.boundary),
+            "pool top {} is not in the pool",
+            self.boundary
+        );
+        debug_assert!(
+            self.pool_target == 0 || self.pool.oldest() == self.lru.tail(),
+            "the pool's oldest frame is not the LRU tail"
+        );
     }
 
     fn leave_pool(&mut self, pfn: Pfn) {

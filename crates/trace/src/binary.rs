@@ -255,8 +255,10 @@ impl<R: Read> BinaryReader<R> {
                 Ok(n) => self.filled += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(error) => {
+                    // Where in the (decompressed) stream reading failed.
+                    let at = self.base + self.filled as u64;
                     return Err(TraceError::Io {
-                        source_name: self.name.clone(),
+                        source_name: format!("{}: byte offset {at}", self.name),
                         error,
                     });
                 }

@@ -187,18 +187,15 @@ pub fn trace_from_reader(
     let magic = peek(&mut raw, 6, name)?;
     let compression = detect_compression(&magic);
     let rejoined: Box<dyn Read + Send> = Box::new(Cursor::new(magic).chain(raw));
-    let mut plain: Box<dyn Read + Send> = match compression {
-        Compression::None => rejoined,
-        Compression::Xz => Box::new(xz2::read::XzDecoder::new_multi_decoder(rejoined)),
-        Compression::Zstd => {
-            Box::new(
-                zstd::Decoder::new(rejoined).map_err(|error| TraceError::Io {
-                    source_name: name.to_string(),
-                    error,
-                })?,
-            )
-        }
+    let decoded = match compression {
+        Compression::None => Ok(rejoined),
+        Compression::Xz => crate::decompress::xz(rejoined),
+        Compression::Zstd => crate::decompress::zstd(rejoined),
     };
+    let mut plain = decoded.map_err(|error| TraceError::Io {
+        source_name: name.to_string(),
+        error,
+    })?;
     let format = match format {
         Some(f) => f,
         None => {

@@ -4,7 +4,7 @@
 //! ` L ADDR,SIZE`, ` S ADDR,SIZE`, ` M ADDR,SIZE` for a data load, store and modify,
 //! the address in hex and the size in decimal. A modify is a read followed by a write
 //! of the same bytes, and is returned as those two references. valgrind's own lines
-//! (`==ASID== ...` banners, `--ASID-- ...` warnings) and empty lines are skipped.
+//! (`==PID== ...` banners, `--PID-- ...` warnings) and empty lines are skipped.
 
 use std::io::Read;
 

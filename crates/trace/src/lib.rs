@@ -33,9 +33,11 @@ pub mod formats {
     #![doc = include_str!("../FORMAT.md")]
 }
 
+pub use decompress::{XZ_MEMLIMIT, ZSTD_WINDOW_LOG_MAX};
 pub use pmlab_spine::Asid;
 
 mod binary;
+mod decompress;
 mod detect;
 mod din;
 mod dinfast;

@@ -119,7 +119,11 @@ pub fn create_trace_writer(
     };
     let buffered = BufWriter::with_capacity(1 << 20, raw);
     let stream = if path.ends_with(".zst") {
-        Stream::Zstd(zstd::Encoder::new(buffered, zstd_level).map_err(io)?)
+        let mut z = zstd::Encoder::new(buffered, zstd_level).map_err(io)?;
+        // A content checksum, as xz has by default, so that a damaged file is refused
+        // rather than read as other references.
+        z.include_checksum(true).map_err(io)?;
+        Stream::Zstd(z)
     } else if path.ends_with(".xz") {
         Stream::Xz(xz2::write::XzEncoder::new(buffered, 6))
     } else {

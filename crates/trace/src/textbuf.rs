@@ -7,7 +7,9 @@ use std::io::{ErrorKind, Read};
 
 use crate::TraceError;
 
-/// Initial buffer size; lines longer than this grow the buffer.
+/// Buffer size: megabytes at a time, and the longest line a trace may have (no trace
+/// format has lines of more than a few dozen bytes; a longer one is not a trace, and
+/// refusing it bounds the memory a reader of hostile input takes).
 const CHUNK: usize = 1 << 20;
 
 /// Buffered text with a window of complete lines.
@@ -58,6 +60,7 @@ impl<R: Read> TextBuf<R> {
                     return Ok(false);
                 }
                 if self.filled == self.buf.len() {
+                    // One byte more than the bound, once, for the missing last newline.
                     self.buf.push(b'\n');
                 } else {
                     self.buf[self.filled] = b'\n';
@@ -67,8 +70,11 @@ impl<R: Read> TextBuf<R> {
                 return Ok(true);
             }
             if self.filled == self.buf.len() {
-                let len = self.buf.len();
-                self.buf.resize(len * 2, 0);
+                // The partial line at the front fills the whole buffer.
+                return Err(self.error(
+                    "line",
+                    format!("longer than {CHUNK} bytes: not a trace line"),
+                ));
             }
             let scan_from = self.filled;
             match self.inner.read(&mut self.buf[self.filled..]) {
@@ -86,7 +92,7 @@ impl<R: Read> TextBuf<R> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(error) => {
                     return Err(TraceError::Io {
-                        source_name: self.name.clone(),
+                        source_name: format!("{}:{}", self.name, self.line),
                         error,
                     });
                 }

@@ -16,13 +16,9 @@ fn records() -> impl Strategy<Value = Vec<RedoRecord>> {
 }
 
 proptest! {
-    // A fixed seed keeps runs reproducible; failures are reported, not persisted.
-    #![proptest_config(ProptestConfig {
-        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed),
-        failure_persistence: None,
-        cases: 512,
-        ..ProptestConfig::default()
-    })]
+    // A fixed seed keeps runs reproducible; failures are reported, not persisted; the
+    // case count follows PROPTEST_CASES (the README's long mode).
+    #![proptest_config(pmlab_testkit::fuzz_config())]
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..300)) {

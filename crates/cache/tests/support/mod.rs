@@ -5,9 +5,9 @@
 use pmlab_trace::{Format, Ref};
 use std::path::PathBuf;
 
-/// `/work/shared/validation/dinero`, located from this crate.
+/// The repository's `data/validation/dinero`, located from this crate.
 pub fn validation_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/validation/dinero")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/validation/dinero")
 }
 
 /// Reads a validation trace with the trace crate's reader (xz, extended din).

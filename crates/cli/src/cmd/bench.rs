@@ -12,9 +12,13 @@ use std::path::{Path, PathBuf};
 pub struct Args {
     /// Trace to run (any format and compression the trace crate reads); it is converted
     /// to din text and to pmlab's binary format (uncompressed) in /dev/shm (or the
-    /// temporary directory) first.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/validation/dinero/traces/sort.din.xz"))]
-    trace: PathBuf,
+    /// temporary directory) first. Default: the trace the binary carries, 4,000,000
+    /// references of GNU sort (the Dinero IV validation slice, data/validation/dinero).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Use only the first N references of the trace.
+    #[arg(long)]
+    limit: Option<usize>,
     /// Path of a Dinero IV binary (`dineroIV`) to time on the same trace and configurations.
     #[arg(long)]
     dinero: Option<PathBuf>,
@@ -106,9 +110,37 @@ fn median_secs(timings: &[bench::Timing]) -> [f64; 2] {
 }
 
 /// Converts the trace to din text and binary in `dir`; returns the reference count.
-fn prepare(trace: &Path, dir: &Path) -> anyhow::Result<u64> {
+/// The trace `pmlab bench` runs when none is named, carried in the binary so that an
+/// installed `pmlab` needs no file beside it.
+const BUILTIN_TRACE: &[u8] =
+    include_bytes!("../../../../data/validation/dinero/traces/sort.din.xz");
+/// How the built-in trace is named in the report.
+const BUILTIN_NAME: &str = "built-in sort.din.xz (GNU sort, 4,000,000 references)";
+
+/// The trace to run: `--trace`, or the built-in one written into `dir`.
+fn trace_path(args: &Args, dir: &Path) -> anyhow::Result<PathBuf> {
+    match &args.trace {
+        Some(t) => Ok(t.clone()),
+        None => {
+            let path = dir.join("builtin.din.xz");
+            std::fs::write(&path, BUILTIN_TRACE)
+                .with_context(|| format!("writing {}", path.display()))?;
+            Ok(path)
+        }
+    }
+}
+
+/// How the report names the trace.
+fn trace_name(args: &Args) -> String {
+    args.trace
+        .as_ref()
+        .map_or_else(|| BUILTIN_NAME.to_string(), |t| t.display().to_string())
+}
+
+fn prepare(trace: &Path, limit: Option<usize>, dir: &Path) -> anyhow::Result<u64> {
     let mut src = pmlab_trace::open_trace(&trace.to_string_lossy(), None)?;
-    let refs = pmlab_trace::read_all(&mut *src)?;
+    let mut refs = pmlab_trace::read_all(&mut *src)?;
+    refs.truncate(limit.unwrap_or(usize::MAX));
     for (name, format) in [
         ("trace.din", Format::DinExtended),
         ("trace.bin", Format::Binary),
@@ -136,23 +168,54 @@ fn scratch_root() -> PathBuf {
 /// Runs `pmlab bench`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.reps >= 1, "--reps: must be at least 1");
-    let dir = scratch_root().join(format!("pmlab-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let result = run_in(&args, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    // Removed when dropped, whether the run succeeds, fails or panics.
+    let root = scratch_root();
+    let dir = tempfile::Builder::new()
+        .prefix("pmlab-bench-")
+        .tempdir_in(&root)
+        .with_context(|| format!("creating a scratch directory in {}", root.display()))?;
+    run_in(&args, dir.path())
 }
 
 fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
-    let n =
-        prepare(&args.trace, dir).with_context(|| format!("preparing {}", args.trace.display()))?;
-    let (din, bin) = (dir.join("trace.din"), dir.join("trace.bin"));
+    let trace = trace_path(args, dir)?;
+    let n = prepare(&trace, args.limit, dir)
+        .with_context(|| format!("preparing {}", trace_name(args)))?;
     eprintln!(
         "pmlab bench: {} ({n} references), {} repetitions",
-        args.trace.display(),
+        trace_name(args),
         args.reps
     );
-    // Rates are kept per clock: [0] elapsed time, [1] processor time (user + system).
+    let rows = measure(args, dir, n)?;
+    let json_rows = print_tables(&rows);
+    let rate_of = |name: &str| rows.iter().find(|r| r.name == name).map(|r| r.rate[0]);
+    let one_pass = rate_of("kh-nine-one-pass").unwrap_or_default();
+    let separate = rate_of("kh-nine-separate").unwrap_or_default();
+    let speedup = [one_pass[0] / separate[0], one_pass[1] / separate[1]];
+    println!(
+        "one pass vs nine separate passes: {:.2}x (binary), {:.2}x (din)",
+        speedup[0], speedup[1]
+    );
+    let doc = serde_json::json!({
+        "trace": trace_name(args),
+        "references": n,
+        "repetitions": args.reps,
+        "statistic": "median",
+        "dinero": args.dinero,
+        "cases": json_rows,
+        "one_pass_speedup": { "binary": speedup[0], "din": speedup[1] },
+    });
+    std::fs::write(&args.json, serde_json::to_string_pretty(&doc)? + "\n")
+        .with_context(|| format!("writing {}", args.json.display()))?;
+    eprintln!("pmlab bench: wrote {}", args.json.display());
+    Ok(())
+}
+
+/// Times every case on both trace files, and Dinero IV where it is given; the nine
+/// separate passes are summed into one row. Rates are kept per clock: `[0]` elapsed
+/// time, `[1]` processor time (user + system).
+fn measure(args: &Args, dir: &Path, n: u64) -> anyhow::Result<Vec<Row>> {
+    let (din, bin) = (dir.join("trace.din"), dir.join("trace.bin"));
     let mut rows: Vec<Row> = Vec::new();
     // Summed medians of the nine separate runs, by clock and format (bin, din).
     let mut separate = [[0.0f64; 2]; 2];
@@ -175,19 +238,9 @@ fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
         if case.name.starts_with("kh-nine-separate") {
             continue;
         }
-        let dinero = match (&args.dinero, case.dinero_configs.is_empty()) {
-            (Some(d), false) => {
-                let mut timings = Vec::new();
-                for _ in 0..args.reps {
-                    let mut total = bench::Timing::default();
-                    for cfg in &case.dinero_configs {
-                        let t = bench::time_dinero(d, cfg, &din)?;
-                        total.wall += t.wall;
-                        total.cpu += t.cpu;
-                    }
-                    timings.push(total);
-                }
-                Some(median_secs(&timings).map(|secs| n as f64 / secs))
+        let dinero = match &args.dinero {
+            Some(d) if !case.dinero_configs.is_empty() => {
+                Some(time_dinero(d, &case.dinero_configs, &din, args.reps)?.map(|s| n as f64 / s))
             }
             _ => None,
         };
@@ -198,7 +251,6 @@ fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
             dinero,
         });
     }
-    let sep_rate = separate.map(|s| s.map(|secs| n as f64 / secs));
     let nine_dinero = rows
         .iter()
         .find(|r| r.name == "kh-nine-one-pass")
@@ -206,10 +258,36 @@ fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
     rows.push(Row {
         name: "kh-nine-separate".into(),
         what: "the nine hierarchies, nine passes".into(),
-        rate: sep_rate,
+        rate: separate.map(|s| s.map(|secs| n as f64 / secs)),
         dinero: nine_dinero,
     });
+    Ok(rows)
+}
 
+/// Median seconds (elapsed, processor) of `reps` runs of Dinero IV over every
+/// configuration in turn.
+fn time_dinero(
+    dinero: &Path,
+    configs: &[HierarchyConfig],
+    din: &Path,
+    reps: usize,
+) -> anyhow::Result<[f64; 2]> {
+    let mut timings = Vec::new();
+    for _ in 0..reps {
+        let mut total = bench::Timing::default();
+        for cfg in configs {
+            let t = bench::time_dinero(dinero, cfg, din)?;
+            total.wall += t.wall;
+            total.cpu += t.cpu;
+        }
+        timings.push(total);
+    }
+    Ok(median_secs(&timings))
+}
+
+/// Prints one table per clock; returns the rows as JSON objects (elapsed-time figures
+/// under their original keys, processor-time ones with `_cpu` added).
+fn print_tables(rows: &[Row]) -> Vec<serde_json::Value> {
     let mut json_rows: Vec<serde_json::Value> =
         rows.iter().map(|_| serde_json::json!({})).collect();
     for (clock, title) in [
@@ -225,67 +303,48 @@ fn run_in(args: &Args, dir: &Path) -> anyhow::Result<()> {
             "case", "bin Mref/s", "din Mref/s", "dinero", "bin/din4", "din/din4"
         );
         for (row, json) in rows.iter().zip(&mut json_rows) {
-            let rate = row.rate[clock];
-            let dinero = row.dinero.map(|d| d[clock]);
-            let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
-            println!(
-                "{:<18} {:>12.2} {:>12.2} {:>12} {:>9} {:>9}",
-                row.name,
-                rate[0] / 1e6,
-                rate[1] / 1e6,
-                fmt(dinero.map(|d| d / 1e6)),
-                fmt(dinero.map(|d| rate[0] / d)),
-                fmt(dinero.map(|d| rate[1] / d)),
-            );
-            // Elapsed-time figures keep their original keys; processor-time ones add `_cpu`.
-            let suffix = if clock == 0 { "" } else { "_cpu" };
-            let fields = [
-                ("case", serde_json::json!(row.name)),
-                ("description", serde_json::json!(row.what)),
-                ("pmlab_binary_refs_per_s", serde_json::json!(rate[0])),
-                ("pmlab_din_refs_per_s", serde_json::json!(rate[1])),
-                ("dinero_refs_per_s", serde_json::json!(dinero)),
-                (
-                    "ratio_binary_over_dinero",
-                    serde_json::json!(dinero.map(|d| rate[0] / d)),
-                ),
-                (
-                    "ratio_din_over_dinero",
-                    serde_json::json!(dinero.map(|d| rate[1] / d)),
-                ),
-            ];
-            for (key, value) in fields {
-                let key = if matches!(key, "case" | "description") {
-                    key.to_string()
-                } else {
-                    format!("{key}{suffix}")
-                };
-                json[key] = value;
-            }
+            print_row(row, clock);
+            add_json(json, row, clock);
         }
     }
-    let one_pass = rows
-        .iter()
-        .find(|r| r.name == "kh-nine-one-pass")
-        .map(|r| r.rate[0])
-        .unwrap_or_default();
+    json_rows
+}
+
+fn print_row(row: &Row, clock: usize) {
+    let rate = row.rate[clock];
+    let dinero = row.dinero.map(|d| d[clock]);
+    let fmt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
     println!(
-        "one pass vs nine separate passes: {:.2}x (binary), {:.2}x (din)",
-        one_pass[0] / sep_rate[0][0],
-        one_pass[1] / sep_rate[0][1]
+        "{:<18} {:>12.2} {:>12.2} {:>12} {:>9} {:>9}",
+        row.name,
+        rate[0] / 1e6,
+        rate[1] / 1e6,
+        fmt(dinero.map(|d| d / 1e6)),
+        fmt(dinero.map(|d| rate[0] / d)),
+        fmt(dinero.map(|d| rate[1] / d)),
     );
-    let sep_rate = sep_rate[0];
-    let doc = serde_json::json!({
-        "trace": args.trace,
-        "references": n,
-        "repetitions": args.reps,
-        "statistic": "median",
-        "dinero": args.dinero,
-        "cases": json_rows,
-        "one_pass_speedup": { "binary": one_pass[0] / sep_rate[0], "din": one_pass[1] / sep_rate[1] },
-    });
-    std::fs::write(&args.json, serde_json::to_string_pretty(&doc)? + "\n")
-        .with_context(|| format!("writing {}", args.json.display()))?;
-    eprintln!("pmlab bench: wrote {}", args.json.display());
-    Ok(())
+}
+
+fn add_json(json: &mut serde_json::Value, row: &Row, clock: usize) {
+    let rate = row.rate[clock];
+    let dinero = row.dinero.map(|d| d[clock]);
+    json["case"] = serde_json::json!(row.name);
+    json["description"] = serde_json::json!(row.what);
+    let suffix = if clock == 0 { "" } else { "_cpu" };
+    let fields = [
+        ("pmlab_binary_refs_per_s", serde_json::json!(rate[0])),
+        ("pmlab_din_refs_per_s", serde_json::json!(rate[1])),
+        ("dinero_refs_per_s", serde_json::json!(dinero)),
+        (
+            "ratio_binary_over_dinero",
+            serde_json::json!(dinero.map(|d| rate[0] / d)),
+        ),
+        (
+            "ratio_din_over_dinero",
+            serde_json::json!(dinero.map(|d| rate[1] / d)),
+        ),
+    ];
+    for (key, value) in fields {
+        json[format!("{key}{suffix}")] = value;
+    }
 }

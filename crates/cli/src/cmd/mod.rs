@@ -7,3 +7,5 @@ pub mod placement;
 pub mod reproduce;
 pub mod scm;
 pub mod trace;
+pub mod vas;
+pub mod vas_stress;

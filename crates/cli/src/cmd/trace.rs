@@ -112,16 +112,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             level,
         } => {
             let mut source = open_trace(&input, from)?;
-            let sink =
-                create_trace_writer(&output, to.unwrap_or_else(|| output_format(&output)), level)?;
-            let n = copy(&mut *source, sink)?;
+            let n = copy(&mut *source, writer(&output, to, level)?)?;
             eprintln!("{n} references written to {output}");
             Ok(())
         }
         TraceCommand::Info { input, from } => {
             let mut source = open_trace(&input, from)?;
-            let info = TraceInfo::gather(&mut *source)?;
-            println!("{info}");
+            println!("{}", TraceInfo::gather(&mut *source)?);
             Ok(())
         }
         TraceCommand::Interleave {
@@ -133,45 +130,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             to,
             level,
         } => {
-            let unit = match unit.as_str() {
-                "instr" | "instructions" => SwitchUnit::Instructions,
-                "refs" | "references" => SwitchUnit::References,
-                other => bail!("--unit {other}: expected instr or refs"),
-            };
-            if switch == 0 {
-                bail!("--switch must be at least 1");
-            }
-            let asids = match asids {
-                Some(p) if p.len() != inputs.len() => {
-                    bail!(
-                        "--asids names {} processes but {} traces were given",
-                        p.len(),
-                        inputs.len()
-                    )
-                }
-                Some(p) => p,
-                None => (0..inputs.len())
-                    .map(|i| u16::try_from(i).context("too many inputs"))
-                    .collect::<anyhow::Result<_>>()?,
-            };
-            let mut merged = Interleave::new(switch, unit);
-            for (input, &asid) in inputs.iter().zip(&asids) {
-                merged.add(asid, open_trace(input, None)?);
-            }
-            let sink =
-                create_trace_writer(&output, to.unwrap_or_else(|| output_format(&output)), level)?;
-            let n = copy(&mut merged, sink)?;
-            eprintln!(
-                "{n} references, {} context switches, written to {output}",
-                merged.switches()
-            );
-            for end in merged.ended() {
-                eprintln!(
-                    "asid {} ended after reference {} ({} refs, {} instructions)",
-                    end.asid, end.at_ref, end.refs, end.instructions
-                );
-            }
-            Ok(())
+            let merged = interleaved(switch, &unit, asids, &inputs)?;
+            write_interleaved(merged, &output, to, level)
         }
         TraceCommand::Record {
             max_refs,
@@ -180,57 +140,136 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             level,
             command,
         } => {
-            let mut sink = create_trace_writer(&output, Format::Binary, level)?;
             let options = RecordOptions {
                 skip_refs,
                 max_refs,
                 ..RecordOptions::default()
             };
-            let summary = record(&command, &options, &mut *sink)?;
-            sink.finish()?;
-            eprintln!(
-                "recorded {} references (skipped {}) from `{}`{}",
-                summary.refs,
-                summary.skipped,
-                command.join(" "),
-                if summary.stopped_early {
-                    ", stopped at --max-refs"
-                } else {
-                    ""
-                }
-            );
-            if let Some(status) = summary.status.filter(|s| !s.success()) {
-                eprintln!("warning: the recorded program exited with {status}");
-            }
-            Ok(())
+            record_program(&command, &options, &output, level)
         }
-        TraceCommand::Throughput { input, from, batch } => {
-            let mut source = open_trace(&input, from)?;
-            let mut buf = Vec::with_capacity(batch.max(1));
-            let cpu_start = thread_cpu_seconds();
-            let start = Instant::now();
-            let (mut n, mut checksum) = (0u64, 0u64);
-            while source.next_batch(&mut buf)? > 0 {
-                n += buf.len() as u64;
-                // Touch every record so the work cannot be skipped.
-                checksum = buf
-                    .iter()
-                    .fold(checksum, |c, r| c.wrapping_add(r.addr ^ r.size as u64));
-            }
-            let secs = start.elapsed().as_secs_f64();
-            let cpu = match (cpu_start, thread_cpu_seconds()) {
-                (Some(a), Some(b)) => {
-                    format!(", {:.1} M refs/s of CPU time", n as f64 / (b - a) / 1e6)
-                }
-                _ => String::new(),
-            };
-            println!(
-                "{n} references in {secs:.3} s: {:.1} M refs/s{cpu} (checksum {checksum:x})",
-                n as f64 / secs / 1e6
-            );
-            Ok(())
-        }
+        TraceCommand::Throughput { input, from, batch } => throughput(&input, from, batch),
     }
+}
+
+/// A writer for `output`, in `to` or the format its name implies.
+fn writer(
+    output: &str,
+    to: Option<Format>,
+    level: i32,
+) -> anyhow::Result<Box<dyn pmlab_trace::RefSink>> {
+    Ok(create_trace_writer(
+        output,
+        to.unwrap_or_else(|| output_format(output)),
+        level,
+    )?)
+}
+
+/// The round-robin mix of `inputs`, process `i` getting `asids[i]` (default `i`).
+fn interleaved(
+    switch: u64,
+    unit: &str,
+    asids: Option<Vec<u16>>,
+    inputs: &[String],
+) -> anyhow::Result<Interleave> {
+    let unit = match unit {
+        "instr" | "instructions" => SwitchUnit::Instructions,
+        "refs" | "references" => SwitchUnit::References,
+        other => bail!("--unit {other}: expected instr or refs"),
+    };
+    if switch == 0 {
+        bail!("--switch must be at least 1");
+    }
+    let asids = match asids {
+        Some(p) if p.len() != inputs.len() => {
+            bail!(
+                "--asids names {} processes but {} traces were given",
+                p.len(),
+                inputs.len()
+            )
+        }
+        Some(p) => p,
+        None => (0..inputs.len())
+            .map(|i| u16::try_from(i).context("too many inputs"))
+            .collect::<anyhow::Result<_>>()?,
+    };
+    let mut merged = Interleave::new(switch, unit);
+    for (input, &asid) in inputs.iter().zip(&asids) {
+        merged.add(asid, open_trace(input, None)?);
+    }
+    Ok(merged)
+}
+
+fn write_interleaved(
+    mut merged: Interleave,
+    output: &str,
+    to: Option<Format>,
+    level: i32,
+) -> anyhow::Result<()> {
+    let n = copy(&mut merged, writer(output, to, level)?)?;
+    eprintln!(
+        "{n} references, {} context switches, written to {output}",
+        merged.switches()
+    );
+    for end in merged.ended() {
+        eprintln!(
+            "asid {} ended after reference {} ({} refs, {} instructions)",
+            end.asid, end.at_ref, end.refs, end.instructions
+        );
+    }
+    Ok(())
+}
+
+/// `pmlab trace record`: runs `command` under valgrind into `output` (binary format).
+fn record_program(
+    command: &[String],
+    options: &RecordOptions,
+    output: &str,
+    level: i32,
+) -> anyhow::Result<()> {
+    let mut sink = create_trace_writer(output, Format::Binary, level)?;
+    let summary = record(command, options, &mut *sink)?;
+    sink.finish()?;
+    let early = if summary.stopped_early {
+        ", stopped at --max-refs"
+    } else {
+        ""
+    };
+    eprintln!(
+        "recorded {} references (skipped {}) from `{}`{early}",
+        summary.refs,
+        summary.skipped,
+        command.join(" "),
+    );
+    if let Some(status) = summary.status.filter(|s| !s.success()) {
+        eprintln!("warning: the recorded program exited with {status}");
+    }
+    Ok(())
+}
+
+/// `pmlab trace throughput`: how fast the reader delivers `input`.
+fn throughput(input: &str, from: Option<Format>, batch: usize) -> anyhow::Result<()> {
+    let mut source = open_trace(input, from)?;
+    let mut buf = Vec::with_capacity(batch.max(1));
+    let cpu_start = thread_cpu_seconds();
+    let start = Instant::now();
+    let (mut n, mut checksum) = (0u64, 0u64);
+    while source.next_batch(&mut buf)? > 0 {
+        n += buf.len() as u64;
+        // Touch every record so the work cannot be skipped.
+        checksum = buf
+            .iter()
+            .fold(checksum, |c, r| c.wrapping_add(r.addr ^ r.size as u64));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = match (cpu_start, thread_cpu_seconds()) {
+        (Some(a), Some(b)) => format!(", {:.1} M refs/s of CPU time", n as f64 / (b - a) / 1e6),
+        _ => String::new(),
+    };
+    println!(
+        "{n} references in {secs:.3} s: {:.1} M refs/s{cpu} (checksum {checksum:x})",
+        n as f64 / secs / 1e6
+    );
+    Ok(())
 }
 
 /// CPU time of the calling thread in seconds (Linux `schedstat`): on a busy machine the

@@ -1,129 +1,74 @@
 //! The reproduction's tables, each laid beside the paper's figures, and the files they
 //! are written to.
 
+use super::analysis::{cell, mean, reduction, separate};
 use super::paper::{self, HEURISTICS, L2_CONFIGS, TABLE1, TABLE3, TABLE4};
-use super::{Config, ExperimentError, PassResult, Workload, plots};
+use super::{Config, ExperimentError, PassResult, Schedule, Workload, plots, sensitivity};
 use pmlab_os::PolicyKind;
-use pmlab_report::{Summary, Table, summarize, write_json};
+use pmlab_report::{Table, write_json};
 use std::fmt;
 
 /// The finished reproduction: the raw passes and the tables built from them.
 pub struct Report {
-    /// Every pass, as run.
-    pub passes: Vec<PassResult>,
-    /// Tables 1-4 in order, then the differences from the paper.
-    pub tables: Vec<Table>,
+    /// Every pass with the index of its schedule (0: the main run).
+    pub passes: Vec<(usize, PassResult)>,
+    /// The schedules: the main run's first, then the sensitivity runs'.
+    pub schedules: Vec<Schedule>,
+    /// Appendix A's single-program runs.
+    pub appendix: Vec<super::AppendixRun>,
+    /// The tables, in print order, with their file names.
+    pub tables: Vec<(&'static str, Table)>,
     /// The workload's shape, printed above the tables.
     pub workload_summary: String,
-    large_pool: u64,
-    small_pool: u64,
-    /// Cold-start misses per 1000 instructions that no level two avoids.
-    compulsory_mpi: f64,
+    pub(crate) large_pool: u64,
+    pub(crate) small_pool: u64,
 }
 
-fn mpis(passes: &[PassResult], policy: PolicyKind, pool: u64, size: u64, assoc: u32) -> Vec<f64> {
-    passes
-        .iter()
-        .filter(|p| p.spec.policy == policy && p.spec.pool == pool)
-        .filter_map(|p| p.mpi_x1000(size, assoc))
-        .collect()
-}
-
-fn mean_of(passes: &[PassResult], policy: PolicyKind, pool: u64, size: u64, assoc: u32) -> f64 {
-    summarize(&mpis(passes, policy, pool, size, assoc), 0.90).map_or(f64::NAN, |s| s.mean)
-}
-
-fn ci(s: &Summary) -> String {
-    format!("{:.4} ± {:.4}", s.mean, s.half_width)
-}
-
-fn pct(x: f64) -> String {
+pub(crate) fn pct(x: f64) -> String {
     format!("{x:.1}%")
 }
 
-fn reduction(random: f64, careful: f64) -> f64 {
-    100.0 * (random - careful) / random
+fn rel(value: f64, reference: f64) -> String {
+    format!("{value:.4} ({:+.0}%)", 100.0 * (value / reference - 1.0))
 }
 
 impl Report {
-    pub(crate) fn build(config: &Config, workload: &Workload, passes: Vec<PassResult>) -> Report {
+    pub(crate) fn build(
+        config: &Config,
+        workload: &Workload,
+        schedules: Vec<Schedule>,
+        passes: Vec<(usize, PassResult)>,
+        appendix: Vec<super::AppendixRun>,
+    ) -> Report {
         let (large, small) = config.pools;
         let mut report = Report {
+            workload_summary: String::new(),
             tables: Vec::new(),
-            workload_summary: summary_line(workload, config),
             large_pool: large,
             small_pool: small,
-            compulsory_mpi: cold_mpi(&passes, large),
             passes,
+            schedules,
+            appendix,
         };
-        report.tables.push(report.table1());
-        report.tables.push(report.table2());
-        report.tables.push(report.table3());
-        report.tables.push(report.table4());
-        report.tables.push(report.differences());
+        report.workload_summary = summary_line(&report, workload, config);
+        let t = vec![
+            ("table1", report.table1()),
+            ("table2", report.table2()),
+            ("table3", report.table3()),
+            ("table4", report.table4()),
+            ("figure11", plots::figure11_table(&report)),
+            ("figure12", plots::figure12_table(&report)),
+            ("figure13", plots::figure13_table(&report)),
+            ("sensitivity", sensitivity::table(&report)),
+            ("differences", sensitivity::differences(&report)),
+            ("appendix-a", super::appendix::table(&report.appendix)),
+        ];
+        report.tables = t;
         report
     }
 
-    /// How far our figures are from the paper's, and why we believe they differ.
-    fn differences(&self) -> Table {
-        let mut t = Table::new(
-            "Differences from the paper (direct-mapped level twos)",
-            &[
-                "L2",
-                "our MPI / paper MPI (random)",
-                "our reduction",
-                "paper reduction",
-                "difference",
-                "ours, non-compulsory misses",
-            ],
-        );
-        for (row, &(size, assoc)) in TABLE1.iter().zip(&L2_CONFIGS) {
-            if assoc != 1 {
-                continue;
-            }
-            let r = mean_of(
-                &self.passes,
-                PolicyKind::Random,
-                self.large_pool,
-                size,
-                assoc,
-            );
-            let h = mean_of(
-                &self.passes,
-                PolicyKind::Hierarchical,
-                self.large_pool,
-                size,
-                assoc,
-            );
-            let ours = reduction(r, h);
-            t.row(vec![
-                format!("{size}M {assoc}-way"),
-                format!("{:.1}x", r / row.random.0),
-                pct(ours),
-                pct(row.reduction_pct),
-                format!("{:+.1} points", ours - row.reduction_pct),
-                pct(reduction(r - self.compulsory_mpi, h - self.compulsory_mpi)),
-            ]);
-        }
-        t.note(format!(
-            "Compulsory misses alone (distinct physical 128-byte blocks touched) are {:.4} per 1000 instructions.",
-            self.compulsory_mpi
-        ));
-        t.note("Why we believe they differ:");
-        let instructions = self.passes.first().map_or(0, |p| p.instructions);
-        t.note(format!(
-            "- Length: the paper's traces ran 3-6 billion instructions, this one {:.0} million, so cold-start",
-            instructions as f64 / 1e6
-        ));
-        t.note("  (compulsory) misses, which no mapping removes, weigh more in our MPI and dilute the mapping's share.");
-        t.note("- ISA: an x86-64 instruction references memory more often than one of the paper's load/store RISC,");
-        t.note("  which raises misses per instruction for the same cache behaviour.");
-        t.note("- Mix: a handful of modern x86-64 programs with sparse 64-bit address spaces stand in for Mult2's");
-        t.note(
-            "  hundreds of 1990 processes (~40 MB active); fewer processes compete for each cache.",
-        );
-        t.note("- Paging: lackey traces carry valgrind's own layout of heap, stack and libraries.");
-        t
+    pub(crate) fn mean(&self, policy: PolicyKind, pool: u64, l2: (u64, u32), warm: bool) -> f64 {
+        mean(&self.passes, 0, policy, pool, l2, warm)
     }
 
     fn table1(&self) -> Table {
@@ -136,48 +81,53 @@ impl Report {
                 "hier. (ours)",
                 "median",
                 "reduction",
+                "intervals separate",
                 "paper random",
                 "paper hier.",
                 "paper red.",
+                "paper's separate",
             ],
         );
-        for (row, &(size, assoc)) in TABLE1.iter().zip(&L2_CONFIGS) {
-            let r = summarize(
-                &mpis(
-                    &self.passes,
-                    PolicyKind::Random,
-                    self.large_pool,
-                    size,
-                    assoc,
-                ),
-                0.90,
-            );
-            let h = summarize(
-                &mpis(
-                    &self.passes,
-                    PolicyKind::Hierarchical,
-                    self.large_pool,
-                    size,
-                    assoc,
-                ),
-                0.90,
+        let mut disagree = 0;
+        for (row, &l2) in TABLE1.iter().zip(&L2_CONFIGS) {
+            let r = cell(&self.passes, 0, PolicyKind::Random, self.large_pool, l2);
+            let h = cell(
+                &self.passes,
+                0,
+                PolicyKind::Hierarchical,
+                self.large_pool,
+                l2,
             );
             let (Some(r), Some(h)) = (r, h) else { continue };
+            let ours = separate((r.mean, r.half_width), (h.mean, h.half_width));
+            let theirs = separate(
+                (row.random.0, row.random.1),
+                (row.hierarchical.0, row.hierarchical.1),
+            );
+            disagree += usize::from(ours != theirs);
             t.row(vec![
-                format!("{size}M {assoc}-way"),
-                ci(&r),
+                format!("{}M {}-way", l2.0, l2.1),
+                format!("{:.4} ± {:.4}", r.mean, r.half_width),
                 format!("{:.4}", r.median),
-                ci(&h),
+                format!("{:.4} ± {:.4}", h.mean, h.half_width),
                 format!("{:.4}", h.median),
                 pct(reduction(r.mean, h.mean)),
+                yes_no(ours),
                 format!("{:.4} ± {:.4}", row.random.0, row.random.1),
                 format!("{:.4} ± {:.4}", row.hierarchical.0, row.hierarchical.1),
                 pct(row.reduction_pct),
+                yes_no(theirs),
             ]);
         }
         t.note(format!(
-            "{} samples per cell; paper: Mult2.2, 4 samples.",
-            self.samples()
+            "{} samples per cell; paper: Mult2.2, 4 samples. Intervals separate in {} of 9 rows as in the paper{}.",
+            self.samples(),
+            9 - disagree,
+            if disagree == 0 {
+                ""
+            } else {
+                "; where they do not, the difference is smaller than the sampling noise of these runs"
+            }
         ));
         t
     }
@@ -187,26 +137,24 @@ impl Report {
             "Table 2. Hierarchical reduction for direct-mapped level twos",
             &["trace", "1M", "4M", "16M"],
         );
-        let ours: Vec<String> = [1, 4, 16]
-            .iter()
-            .map(|&s| {
-                pct(reduction(
-                    mean_of(&self.passes, PolicyKind::Random, self.large_pool, s, 1),
-                    mean_of(
-                        &self.passes,
-                        PolicyKind::Hierarchical,
-                        self.large_pool,
-                        s,
-                        1,
-                    ),
-                ))
-            })
-            .collect();
-        t.row(
-            std::iter::once("pmlab mix (ours)".to_string())
-                .chain(ours)
-                .collect(),
-        );
+        let red = |size, warm| {
+            pct(reduction(
+                self.mean(PolicyKind::Random, self.large_pool, (size, 1), warm),
+                self.mean(PolicyKind::Hierarchical, self.large_pool, (size, 1), warm),
+            ))
+        };
+        t.row(vec![
+            "pmlab Mult2-like (ours)".into(),
+            red(1, false),
+            red(4, false),
+            red(16, false),
+        ]);
+        t.row(vec![
+            "ours, cold misses excluded".into(),
+            red(1, true),
+            red(4, true),
+            red(16, true),
+        ]);
         for (name, v) in paper::TABLE2 {
             t.row(vec![
                 format!("{name} (paper)"),
@@ -220,20 +168,23 @@ impl Report {
 
     fn table3(&self) -> Table {
         let mut t = Table::new(
-            "Table 3. MPI x 1000 on the 4 MiB direct-mapped level two, large and small pool (relative to hierarchical)",
+            "Table 3. MPI x 1000 on the 4 MiB direct-mapped level two, large and small pool (relative to hierarchical); avoidable conflicts per process",
             &[
                 "heuristic",
                 "large pool (ours)",
                 "small pool (ours)",
                 "large (paper)",
                 "small (paper)",
+                "C - C_min at 4M, large",
+                "C - C_min at 4M, small",
             ],
         );
-        let hier = |pool| mean_of(&self.passes, PolicyKind::Hierarchical, pool, 4, 1);
+        let l2 = (4, 1);
+        let hier = |pool| self.mean(PolicyKind::Hierarchical, pool, l2, false);
         let (hl, hs) = (hier(self.large_pool), hier(self.small_pool));
         for (i, policy) in PolicyKind::ALL.into_iter().enumerate() {
-            let l = mean_of(&self.passes, policy, self.large_pool, 4, 1);
-            let s = mean_of(&self.passes, policy, self.small_pool, 4, 1);
+            let l = self.mean(policy, self.large_pool, l2, false);
+            let s = self.mean(policy, self.small_pool, l2, false);
             let (pl, ps) = TABLE3[i];
             t.row(vec![
                 HEURISTICS[i].to_string(),
@@ -241,14 +192,42 @@ impl Report {
                 rel(s, hs),
                 rel(pl, TABLE3[5].0),
                 rel(ps, TABLE3[5].1),
+                format!("{:.2}", self.avoidable_4m(policy, self.large_pool)),
+                format!("{:.2}", self.avoidable_4m(policy, self.small_pool)),
             ]);
         }
         t.note(format!(
-            "large pool {} KiB, small pool {} KiB (paper: 4 MiB and 256 KiB).",
+            "large pool {} KiB, small pool {} KiB (paper: 4 MiB and 256 KiB). The last columns: mean over processes of",
             self.large_pool >> 10,
             self.small_pool >> 10
         ));
+        t.note("the page conflicts within one address space beyond the minimum, in the 4 MiB direct-mapped cache.");
+        t.note("Every sample (MPI x 1000, 4 MiB direct-mapped), large pool | small pool:");
+        for (i, policy) in PolicyKind::ALL.into_iter().enumerate() {
+            let list = |pool| {
+                super::analysis::samples(&self.passes, 0, policy, pool, l2, false)
+                    .iter()
+                    .map(|v| format!("{v:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            t.note(format!(
+                "  {:<15} {} | {}",
+                HEURISTICS[i],
+                list(self.large_pool),
+                list(self.small_pool)
+            ));
+        }
         t
+    }
+
+    /// Mean avoidable conflicts per process at 4 MiB direct-mapped.
+    pub(crate) fn avoidable_4m(&self, policy: PolicyKind, pool: u64) -> f64 {
+        let v: Vec<f64> = super::analysis::select(&self.passes, 0, policy, pool)
+            .flat_map(|p| &p.spaces)
+            .map(|s| (s.conflicts_4m.0 - s.conflicts_4m.1) as f64)
+            .collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
     }
 
     fn table4(&self) -> Table {
@@ -263,20 +242,16 @@ impl Report {
                 "hierarchical",
             ],
         );
-        let careful = &PolicyKind::ALL[1..];
-        for (row, &(size, assoc)) in L2_CONFIGS.iter().enumerate() {
-            let hier = mean_of(
-                &self.passes,
-                PolicyKind::Hierarchical,
-                self.large_pool,
-                size,
-                assoc,
-            );
-            let mut cells = vec![format!("{size}M {assoc}-way")];
-            for (j, &policy) in careful.iter().enumerate() {
-                let ours = mean_of(&self.passes, policy, self.large_pool, size, assoc);
-                let p = TABLE4[row][j];
-                cells.push(format!("{} [{}]", rel(ours, hier), rel(p, TABLE4[row][4])));
+        for (row, &l2) in L2_CONFIGS.iter().enumerate() {
+            let hier = self.mean(PolicyKind::Hierarchical, self.large_pool, l2, false);
+            let mut cells = vec![format!("{}M {}-way", l2.0, l2.1)];
+            for (j, &policy) in PolicyKind::ALL[1..].iter().enumerate() {
+                let ours = self.mean(policy, self.large_pool, l2, false);
+                cells.push(format!(
+                    "{} [{}]",
+                    rel(ours, hier),
+                    rel(TABLE4[row][j], TABLE4[row][4])
+                ));
             }
             t.row(cells);
         }
@@ -284,53 +259,70 @@ impl Report {
         t
     }
 
-    fn samples(&self) -> usize {
-        self.passes
-            .iter()
-            .filter(|p| p.spec.policy == PolicyKind::Random && p.spec.pool == self.large_pool)
-            .count()
+    pub(crate) fn samples(&self) -> usize {
+        super::analysis::select(&self.passes, 0, PolicyKind::Random, self.large_pool).count()
     }
 
     /// Writes every table as CSV, the tables and passes as `kessler-hill.json`, and the plots as SVG
     /// under `config.out_dir`.
     pub fn write(&self, config: &Config) -> Result<(), ExperimentError> {
         let dir = &config.out_dir;
-        let names = ["table1", "table2", "table3", "table4", "differences"];
-        for (t, n) in self.tables.iter().zip(names) {
+        for (n, t) in &self.tables {
             t.write_csv(&dir.join(format!("{n}.csv")))?;
         }
-        let json = serde_json::json!({ "tables": &self.tables, "passes": &self.passes });
+        let tables: Vec<&Table> = self.tables.iter().map(|(_, t)| t).collect();
+        let passes: Vec<serde_json::Value> = self
+            .passes
+            .iter()
+            .map(|(s, p)| serde_json::json!({ "schedule": s, "pass": p }))
+            .collect();
+        let json = serde_json::json!({
+            "workload": self.workload_summary,
+            "schedules": &self.schedules,
+            "tables": tables,
+            "passes": passes,
+            "appendix": &self.appendix,
+        });
         write_json(&dir.join("kessler-hill.json"), &json)?;
-        plots::write_all(dir, &self.passes, self.large_pool)?;
+        plots::write_all(dir, self)?;
         Ok(())
     }
 }
 
-/// Cold-start misses per 1000 instructions, mean over the random large-pool passes.
-fn cold_mpi(passes: &[PassResult], pool: u64) -> f64 {
-    let v: Vec<f64> = passes
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+fn summary_line(report: &Report, w: &Workload, config: &Config) -> String {
+    let s = &report.schedules[0];
+    let streams: Vec<String> = w
+        .streams
         .iter()
-        .filter(|p| p.spec.policy == PolicyKind::Random && p.spec.pool == pool)
-        .map(|p| 1000.0 * p.cold_blocks as f64 / p.instructions.max(1) as f64)
+        .map(|st| format!("{} ({} traces)", st.name, st.programs.len()))
         .collect();
-    summarize(&v, 0.9).map_or(0.0, |s| s.mean)
-}
-
-fn rel(value: f64, reference: f64) -> String {
-    format!("{value:.4} ({:+.0}%)", 100.0 * (value / reference - 1.0))
-}
-
-fn summary_line(w: &Workload, config: &Config) -> String {
-    let names: Vec<&str> = w.programs.iter().map(|p| p.name.as_str()).collect();
+    let active: Vec<f64> =
+        super::analysis::select(&report.passes, 0, PolicyKind::Random, report.large_pool)
+            .map(|p| p.active_pages.0)
+            .collect();
+    let active_mb = active.iter().sum::<f64>() / active.len().max(1) as f64
+        * config.page_size as f64
+        / (1 << 20) as f64;
     format!(
-        "workload: {} processes ({}), {} references, {} instructions, {} context switches every {} instructions;\n\
-         memory {} MiB in {} KiB pages; level ones split 32K direct-mapped 32B blocks; level twos 128B blocks, random replacement",
-        w.programs.len(),
-        names.join(", "),
-        w.refs.len(),
-        w.instructions,
-        w.switches,
-        config.switch_interval,
+        "workload {}: streams {}; {} processes ran ({} exited), {} references, {} instructions;\n\
+         {:?} scheduler, mean quantum {} instructions: {} context switches, one every {:.0} instructions;\n\
+         resident memory of the live processes {:.1} MiB on average; memory {} MiB in {} KiB pages;\n\
+         level ones split 32K direct-mapped 32B blocks; level twos 128B blocks, random replacement",
+        w.source.display(),
+        streams.join(", "),
+        s.processes,
+        s.exited,
+        s.refs,
+        s.instructions,
+        s.spec.scheduler,
+        s.spec.mean_quantum,
+        s.switches,
+        s.mean_switch_interval(),
+        active_mb,
         config.memory >> 20,
         config.page_size >> 10,
     )
@@ -339,7 +331,7 @@ fn summary_line(w: &Workload, config: &Config) -> String {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}\n", self.workload_summary)?;
-        for t in &self.tables {
+        for (_, t) in &self.tables {
             writeln!(f, "{t}")?;
         }
         Ok(())

@@ -1,10 +1,9 @@
 //! Clients of several users: a service in a directory every user can reach, and child
-//! processes (this test re-executed, see [`super::child`]) running as other uids, talked
-//! to line by line over their standard input and output.
+//! processes (this test re-executed, see [`pmlab_testkit::child`]) running as other uids,
+//! talked to line by line over their standard input and output.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, ExitStatus, Stdio};
 use std::time::Duration;
@@ -90,6 +89,8 @@ impl Rig {
 /// A child process in a role, as another user.
 pub struct Kid {
     child: Child,
+    /// The world-executable copy of the test binary the child runs (kept until it ends).
+    _exe: pmlab_testkit::child::ForeignExecutable,
     out: BufReader<ChildStdout>,
     inp: ChildStdin,
     /// Everything it printed so far.
@@ -100,11 +101,13 @@ impl Kid {
     /// Starts test `test` of this binary in `role` as `uid`/`gid`, with the socket path
     /// in `PMLAB_FS_SOCK`.
     pub fn spawn(test: &str, role: &str, uid: u32, gid: u32, sock: &Path) -> Kid {
-        let mut child = super::child::command(test, role)
+        // Run from a copy every user may execute: the test binary itself may sit below
+        // a directory only its owner can enter.
+        let exe = pmlab_testkit::child::ForeignExecutable::new().unwrap();
+        let mut child = exe
+            .command_as(test, role, uid, gid)
             .env("PMLAB_FS_SOCK", sock)
             .env("RUST_BACKTRACE", "0")
-            .uid(uid)
-            .gid(gid)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -114,6 +117,7 @@ impl Kid {
         let inp = child.stdin.take().unwrap();
         Kid {
             child,
+            _exe: exe,
             out,
             inp,
             log: String::new(),

@@ -2,6 +2,11 @@
 //! domain behind the spine's [`Memory`] interface.
 
 mod persistence;
+mod switch;
+
+pub use switch::SwitchCost;
+
+pub use persistence::DEFAULT_RECORDING_LIMIT;
 
 use pmlab_spine::Asid;
 use pmlab_spine::{Addr, FlushKind, LINE, Memory, PersistCounters, SpineError, check_bounds};
@@ -48,6 +53,12 @@ pub struct MachineStats {
     pub chaos_writebacks: u64,
     /// Line-sized non-temporal stores ([`Machine::write_nt`]).
     pub nt_stores: u64,
+    /// CR3 loads ([`Machine::load_cr3`], [`Machine::vas_switch`]).
+    pub cr3_loads: u64,
+    /// System calls ([`Machine::syscall`]).
+    pub syscalls: u64,
+    /// Page-table entries written by the OS ([`Machine::charge_table_work`]).
+    pub table_entry_writes: u64,
     /// Read requests served by the device.
     pub device_reads: u64,
     /// Write requests served by the device (all causes).
@@ -83,6 +94,11 @@ pub struct Machine {
     chaos: Option<Chaos>,
     recording: Option<Vec<Event>>,
     recording_base: Option<DurableState>,
+    /// Bytes of events in the current recording, and the most it may hold.
+    recorded_bytes: u64,
+    recording_limit: u64,
+    /// Set when the current recording reached its limit and stopped.
+    recording_overflow: Option<crate::recording::RecordingOverflow>,
     stats: MachineStats,
     wbuf: Vec<(u64, u32)>,
 }
@@ -185,6 +201,9 @@ impl Machine {
             chaos,
             recording: None,
             recording_base: None,
+            recorded_bytes: 0,
+            recording_limit: persistence::DEFAULT_RECORDING_LIMIT,
+            recording_overflow: None,
             stats: MachineStats {
                 served: vec![0; config.caches.len() + 1],
                 ..MachineStats::default()

@@ -6,7 +6,12 @@ use rand::Rng;
 
 use super::Machine;
 use crate::persist::{Event, PointKind};
-use crate::recording::Recording;
+use crate::recording::{Recording, RecordingOverflow};
+
+/// What one recording may hold by default: 1 GiB of events.
+pub const DEFAULT_RECORDING_LIMIT: u64 = 1 << 30;
+/// Bytes an event costs beyond its data (its tag, address and allocation).
+const RECORDED_EVENT_COST: u64 = 32;
 
 impl Machine {
     /// Cleans the line (invalidating it if `invalidate`) in the hierarchy and returns
@@ -64,6 +69,15 @@ impl Machine {
     pub fn start_recording(&mut self) {
         self.recording_base = Some(self.durable.clone());
         self.recording = Some(vec![Event::Point(PointKind::Start)]);
+        self.recorded_bytes = 0;
+        self.recording_overflow = None;
+    }
+
+    /// Bounds what one recording may hold, in bytes of events (written-back data plus a
+    /// fixed cost per event); default [`DEFAULT_RECORDING_LIMIT`]. A recording that
+    /// reaches it stops, and exploring it reports [`crate::RecordingOverflow`].
+    pub fn set_recording_limit(&mut self, bytes: u64) {
+        self.recording_limit = bytes;
     }
 
     /// Stops recording and returns the recording (empty if none was started).
@@ -74,7 +88,7 @@ impl Machine {
             .recording_base
             .take()
             .unwrap_or_else(|| self.durable.clone());
-        Recording::new(base, events)
+        Recording::new(base, events, self.recording_overflow.take())
     }
 
     /// Runs `f` on this machine while recording, for [`Recording::explore`].
@@ -85,9 +99,26 @@ impl Machine {
     }
 
     pub(super) fn log(&mut self, event: Event) {
-        if let Some(r) = &mut self.recording {
-            r.push(event);
+        let Some(r) = &mut self.recording else {
+            return;
+        };
+        if self.recording_overflow.is_some() {
+            return;
         }
+        let size = RECORDED_EVENT_COST
+            + match &event {
+                Event::Write { data, .. } | Event::Pending { data, .. } => data.len() as u64,
+                Event::Fence | Event::Point(_) => 0,
+            };
+        if self.recorded_bytes + size > self.recording_limit {
+            self.recording_overflow = Some(RecordingOverflow {
+                limit: self.recording_limit,
+                events: r.len(),
+            });
+            return;
+        }
+        self.recorded_bytes += size;
+        r.push(event);
     }
 
     pub(super) fn point(&mut self, kind: PointKind) {
@@ -111,9 +142,15 @@ impl Machine {
         for line in addr / LINE..=(addr + len - 1) / LINE {
             let a = (line * LINE) as usize;
             let r = a..a + LINE as usize;
-            if self.dirty.contains(line) && self.current[r.clone()] == self.durable.image()[r] {
+            let same = self.current[r.clone()] == self.durable.image()[r];
+            if self.dirty.contains(line) && same {
                 self.dirty.remove(line);
             }
+            // What crash images rest on: a line that is not dirty holds what memory holds.
+            debug_assert!(
+                same || self.dirty.contains(line),
+                "line {line} differs from memory but is not dirty"
+            );
         }
     }
 

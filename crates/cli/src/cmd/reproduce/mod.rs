@@ -5,6 +5,7 @@
 
 mod aerie;
 mod kessler_hill;
+mod spacejmp;
 
 use std::path::PathBuf;
 
@@ -21,6 +22,8 @@ enum Paper {
     KesslerHill(kessler_hill::Args),
     /// Aerie: Table 2 (file operations) and Figure 2 (FileBench personalities).
     Aerie(aerie::Args),
+    /// SpaceJMP: Figure 1, Table 2, Figure 6, the native vas_switch, GUPS (Figures 8, 9).
+    Spacejmp(spacejmp::Args),
 }
 
 /// Options every paper's reproduction takes.
@@ -54,5 +57,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.paper {
         Paper::KesslerHill(a) => kessler_hill::run(a),
         Paper::Aerie(a) => aerie::run(a),
+        Paper::Spacejmp(a) => spacejmp::run(a),
     }
 }

@@ -1,19 +1,19 @@
-//! The readers against the Dinero IV validation traces shipped in the shared tree.
+//! The readers against the Dinero IV validation traces the repository carries
+//! (`data/validation/dinero`).
 
 use pmlab_trace::{Format, Kind, RefSource, open_trace};
 
-fn shared(rel: &str) -> String {
-    format!("{}/../../../shared/{rel}", env!("CARGO_MANIFEST_DIR"))
+fn validation(rel: &str) -> String {
+    format!(
+        "{}/../../data/validation/dinero/{rel}",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 #[test]
 fn reads_xz_compressed_extended_din_by_detection() {
-    let path = shared("validation/dinero/traces/sort.din.xz");
-    if !std::path::Path::new(&path).exists() {
-        eprintln!("skipping: {path} not present");
-        return;
-    }
-    let mut src = open_trace(&path, None).unwrap();
+    let path = validation("traces/sort.din.xz");
+    let mut src = open_trace(&path, None).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut buf = Vec::with_capacity(8192);
     let (mut total, mut instr) = (0u64, 0u64);
     let mut first = None;

@@ -1,7 +1,14 @@
-//! Property tests of the Dinero IV flag parser: arbitrary command lines never panic, and
-//! every valid hierarchy survives the trip to flags and back.
+//! Property tests of the Dinero IV flag parser: arbitrary command lines end in a
+//! configuration or an error naming the flag at fault, never a panic or an unbounded
+//! allocation (cases: `PROPTEST_CASES`, default 256); every valid hierarchy survives the
+//! trip to flags and back.
 
 use pmlab_cache::dinero_args::{DineroArgs, hierarchy_flags};
+use pmlab_testkit::alloc::{Counting, peak_during};
+use pmlab_testkit::fuzz_config;
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 use pmlab_cache::{CacheConfig, HierarchyConfig, Level, Replacement};
 use proptest::prelude::*;
 
@@ -111,12 +118,27 @@ fn hierarchy() -> impl Strategy<Value = HierarchyConfig> {
     })
 }
 
+/// Whether an error message names where the command line is wrong: a flag given, a
+/// cache flag (`-lN-...`) or a level.
+fn names_a_place(message: &str, args: &[String]) -> bool {
+    message.contains("-l")
+        || message.contains("level")
+        || args.iter().any(|a| {
+            message.contains(&format!("{a:?}")) || (a.len() > 1 && message.contains(a.as_str()))
+        })
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(fuzz_config())]
 
     #[test]
-    fn random_command_lines_never_panic(args in prop::collection::vec(token(), 0..12)) {
-        let _ = DineroArgs::parse(&args);
+    fn random_command_lines_are_parsed_or_refused_by_flag(args in prop::collection::vec(token(), 0..12)) {
+        let (parsed, peak) = peak_during(|| DineroArgs::parse(&args));
+        if let Err(e) = parsed {
+            let m = e.to_string();
+            prop_assert!(names_a_place(&m, &args), "{:?}: {}", args, m);
+        }
+        prop_assert!(peak < 1 << 20, "parsing {} words allocated {} bytes", args.len(), peak);
     }
 
     #[test]

@@ -1,0 +1,377 @@
+//! Lockable segments' reader-writer locks (§3.1), shared between processes through a
+//! small lock file beside the segment, and robust: a holder killed with SIGKILL does not
+//! keep the lock. The next process that wants it finds the holder dead, clears its hold
+//! and is told so.
+//!
+//! The state is a table of slots (one writer, [`READER_SLOTS`] readers), each naming
+//! its holder by pid and start time; the slots are the whole truth, and each is changed
+//! by single atomic stores under a process-shared *robust* pthread mutex (the guard),
+//! which the kernel hands to the next locker with `EOWNERDEAD` if its holder dies. So a
+//! kill at any instant leaves a table that is consistent: a hold is either recorded or
+//! not. Waiting is polling with backoff; a waiter checks the conflicting holders'
+//! liveness as it polls.
+//!
+//! ```text
+//! offset  field
+//!    0    magic "PMLABLCK" (8 bytes), version u32 at 8
+//!   64    the guard: pthread_mutex_t, process-shared and robust
+//!  128    writer slot: owner u64 (pid | 1 << 32 when held), start u64
+//!  160    recoveries u64: dead holders cleared so far
+//!  168    acquisitions u64
+//!  256    reader slots: owner u64 (pid | count << 32), start u64, x 64
+//! ```
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::holder::Holder;
+use crate::error::VasError;
+
+const MAGIC: &[u8; 8] = b"PMLABLCK";
+const VERSION: u32 = 1;
+const LOCK_FILE_BYTES: usize = 4096;
+const GUARD_AT: usize = 64;
+const WRITER_AT: usize = 128;
+const RECOVERIES_AT: usize = 160;
+const ACQUISITIONS_AT: usize = 168;
+const READERS_AT: usize = 256;
+/// Processes that can hold one segment's lock shared at once.
+pub const READER_SLOTS: usize = 64;
+
+/// A segment's lock as it stands: who holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockState {
+    /// The exclusive holder.
+    pub writer: Option<Holder>,
+    /// Shared holders and how many holds each has.
+    pub readers: Vec<(Holder, u32)>,
+    /// Dead holders cleared since the lock was created.
+    pub recoveries: u64,
+    /// Acquisitions since the lock was created.
+    pub acquisitions: u64,
+}
+
+/// A mapped lock file.
+#[derive(Debug)]
+pub struct SegLock {
+    map: NonNull<u8>,
+    path: PathBuf,
+}
+
+// SAFETY: the mapping is shared memory accessed only through atomics and the
+// process-shared mutex.
+unsafe impl Send for SegLock {}
+// SAFETY: as above.
+unsafe impl Sync for SegLock {}
+
+struct Guard<'a>(&'a SegLock);
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the guard mutex is initialised and held by this thread.
+        unsafe { libc::pthread_mutex_unlock(self.0.mutex()) };
+    }
+}
+
+impl SegLock {
+    /// Initialises the lock file at `path` (a fresh, not yet published file).
+    pub fn init(path: &Path) -> Result<(), VasError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| VasError::io("open lock file", path, e))?;
+        file.set_len(LOCK_FILE_BYTES as u64)
+            .map_err(|e| VasError::io("size lock file", path, e))?;
+        let lock = Self::map(&file, path)?;
+        // SAFETY: the mapping is 4096 bytes and nobody else has the file yet.
+        unsafe {
+            let p = lock.map.as_ptr();
+            std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), p, 8);
+            std::ptr::copy_nonoverlapping(VERSION.to_le_bytes().as_ptr(), p.add(8), 4);
+            let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
+            libc::pthread_mutexattr_init(&mut attr);
+            libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+            libc::pthread_mutexattr_setrobust(&mut attr, libc::PTHREAD_MUTEX_ROBUST);
+            let rc = libc::pthread_mutex_init(lock.mutex(), &attr);
+            libc::pthread_mutexattr_destroy(&mut attr);
+            if rc != 0 {
+                return Err(VasError::io(
+                    "init lock",
+                    path,
+                    std::io::Error::from_raw_os_error(rc),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Maps an existing lock file and checks its magic.
+    pub fn open(path: &Path) -> Result<SegLock, VasError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| VasError::io("open lock file", path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| VasError::io("stat", path, e))?
+            .len();
+        if len != LOCK_FILE_BYTES as u64 {
+            return Err(VasError::format(
+                path,
+                "byte 0 (size)",
+                format!("{len} bytes, a lock file has 4096"),
+            ));
+        }
+        let lock = Self::map(&file, path)?;
+        // SAFETY: the mapping is 4096 bytes.
+        let magic = unsafe { std::slice::from_raw_parts(lock.map.as_ptr(), 8) };
+        if magic != MAGIC {
+            return Err(VasError::format(
+                path,
+                "byte 0 (magic)",
+                "not a pmlab lock file",
+            ));
+        }
+        Ok(lock)
+    }
+
+    fn map(file: &std::fs::File, path: &Path) -> Result<SegLock, VasError> {
+        use rustix::mm::{MapFlags, ProtFlags, mmap};
+        // SAFETY: a fresh shared mapping at an address the kernel chooses.
+        let p = unsafe {
+            mmap(
+                std::ptr::null_mut(),
+                LOCK_FILE_BYTES,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                file.as_fd(),
+                0,
+            )
+        }
+        .map_err(|e| VasError::io("map lock file", path, e.into()))?;
+        Ok(SegLock {
+            map: NonNull::new(p.cast()).expect("mmap does not return null"),
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn mutex(&self) -> *mut libc::pthread_mutex_t {
+        // SAFETY: GUARD_AT + size_of(pthread_mutex_t) lies inside the 4096-byte mapping.
+        unsafe { self.map.as_ptr().add(GUARD_AT).cast() }
+    }
+
+    fn word(&self, at: usize) -> &AtomicU64 {
+        // SAFETY: every offset used is 8-aligned and inside the mapping, which lives as
+        // long as self; the words are only accessed atomically.
+        unsafe { &*self.map.as_ptr().add(at).cast::<AtomicU64>() }
+    }
+
+    fn slot(&self, at: usize) -> (&AtomicU64, &AtomicU64) {
+        (self.word(at), self.word(at + 8))
+    }
+
+    fn reader_at(i: usize) -> usize {
+        READERS_AT + 16 * i
+    }
+
+    fn guard(&self) -> Result<Guard<'_>, VasError> {
+        // SAFETY: the mutex was initialised by `init`.
+        let rc = unsafe { libc::pthread_mutex_lock(self.mutex()) };
+        match rc {
+            0 => Ok(Guard(self)),
+            libc::EOWNERDEAD => {
+                // The guard's holder died between two single-word stores; the slots are
+                // consistent as they stand, so the mutex is simply made usable again.
+                // SAFETY: we hold the mutex in the owner-died state.
+                unsafe { libc::pthread_mutex_consistent(self.mutex()) };
+                Ok(Guard(self))
+            }
+            e => Err(VasError::io(
+                "lock guard",
+                &self.path,
+                std::io::Error::from_raw_os_error(e),
+            )),
+        }
+    }
+
+    fn holder_of(&self, at: usize) -> Option<(Holder, u32)> {
+        let (owner, start) = self.slot(at);
+        let o = owner.load(Ordering::Acquire);
+        let pid = o as u32;
+        (pid != 0).then(|| {
+            (
+                Holder {
+                    pid,
+                    start: start.load(Ordering::Acquire),
+                },
+                (o >> 32) as u32,
+            )
+        })
+    }
+
+    fn set_slot(&self, at: usize, h: Holder, count: u32) {
+        let (owner, start) = self.slot(at);
+        if count == 0 {
+            owner.store(0, Ordering::Release);
+            return;
+        }
+        start.store(h.start, Ordering::Release);
+        owner.store(
+            u64::from(h.pid) | (u64::from(count) << 32),
+            Ordering::Release,
+        );
+    }
+
+    /// Clears dead holders that stand in the way (all of them when `exclusive`, the
+    /// writer otherwise); returns their pids. Call with the guard held.
+    fn clear_dead(&self, exclusive: bool) -> Vec<u32> {
+        let mut dead = Vec::new();
+        let mut slots = vec![WRITER_AT];
+        if exclusive {
+            slots.extend((0..READER_SLOTS).map(Self::reader_at));
+        }
+        for at in slots {
+            if let Some((h, _)) = self.holder_of(at) {
+                if !h.alive() {
+                    self.set_slot(at, h, 0);
+                    dead.push(h.pid);
+                }
+            }
+        }
+        self.word(RECOVERIES_AT)
+            .fetch_add(dead.len() as u64, Ordering::Relaxed);
+        dead
+    }
+
+    /// One attempt under the guard: `Some(dead holders cleared)` when acquired.
+    fn try_once(
+        &self,
+        me: Holder,
+        exclusive: bool,
+        check_dead: bool,
+    ) -> Result<Option<Vec<u32>>, VasError> {
+        let _g = self.guard()?;
+        let dead = if check_dead {
+            self.clear_dead(exclusive)
+        } else {
+            Vec::new()
+        };
+        if let Some((w, _)) = self.holder_of(WRITER_AT) {
+            if w == me {
+                return Err(VasError::Refused(format!(
+                    "{}: this process already holds the lock exclusively",
+                    self.path.display()
+                )));
+            }
+            return Ok(None);
+        }
+        if exclusive {
+            if (0..READER_SLOTS).any(|i| self.holder_of(Self::reader_at(i)).is_some()) {
+                return Ok(None);
+            }
+            self.set_slot(WRITER_AT, me, 1);
+        } else {
+            let mine = (0..READER_SLOTS).find(|&i| {
+                self.holder_of(Self::reader_at(i))
+                    .is_some_and(|(h, _)| h == me)
+            });
+            let free = (0..READER_SLOTS).find(|&i| self.holder_of(Self::reader_at(i)).is_none());
+            match (mine, free) {
+                (Some(i), _) => {
+                    let (h, n) = self.holder_of(Self::reader_at(i)).expect("found");
+                    self.set_slot(Self::reader_at(i), h, n + 1);
+                }
+                (None, Some(i)) => self.set_slot(Self::reader_at(i), me, 1),
+                (None, None) => return Ok(None),
+            }
+        }
+        self.word(ACQUISITIONS_AT).fetch_add(1, Ordering::Relaxed);
+        Ok(Some(dead))
+    }
+
+    /// Takes the lock, shared or exclusive, waiting as long as live holders conflict.
+    /// Returns the pids of dead holders it cleared on the way.
+    pub fn acquire(&self, me: Holder, exclusive: bool) -> Result<Vec<u32>, VasError> {
+        if let Some(d) = self.try_once(me, exclusive, false)? {
+            return Ok(d);
+        }
+        let mut dead_seen = Vec::new();
+        let mut wait = Duration::from_micros(20);
+        loop {
+            if let Some(d) = self.try_once(me, exclusive, true)? {
+                dead_seen.extend(d);
+                return Ok(dead_seen);
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(Duration::from_millis(2));
+        }
+    }
+
+    /// One attempt without waiting; `None` if a live holder conflicts.
+    pub fn try_acquire(&self, me: Holder, exclusive: bool) -> Result<Option<Vec<u32>>, VasError> {
+        self.try_once(me, exclusive, true)
+    }
+
+    /// The deliberately broken variant of [`SegLock::try_acquire`]: it never checks
+    /// whether holders are alive, as a plain process-shared lock would not. The kill
+    /// tests use it to show that a dead holder's lock is then never freed.
+    pub fn try_acquire_ignoring_dead(
+        &self,
+        me: Holder,
+        exclusive: bool,
+    ) -> Result<Option<Vec<u32>>, VasError> {
+        self.try_once(me, exclusive, false)
+    }
+
+    /// Releases one hold of `me`.
+    pub fn release(&self, me: Holder, exclusive: bool) -> Result<(), VasError> {
+        let _g = self.guard()?;
+        if exclusive {
+            if self.holder_of(WRITER_AT).is_some_and(|(h, _)| h == me) {
+                self.set_slot(WRITER_AT, me, 0);
+                return Ok(());
+            }
+        } else if let Some(i) = (0..READER_SLOTS).find(|&i| {
+            self.holder_of(Self::reader_at(i))
+                .is_some_and(|(h, _)| h == me)
+        }) {
+            let (_, n) = self.holder_of(Self::reader_at(i)).expect("found");
+            self.set_slot(Self::reader_at(i), me, n - 1);
+            return Ok(());
+        }
+        Err(VasError::Refused(format!(
+            "{}: released a lock this process does not hold",
+            self.path.display()
+        )))
+    }
+
+    /// Who holds the lock now (dead holders included until someone clears them).
+    pub fn state(&self) -> LockState {
+        LockState {
+            writer: self.holder_of(WRITER_AT).map(|(h, _)| h),
+            readers: (0..READER_SLOTS)
+                .filter_map(|i| self.holder_of(Self::reader_at(i)))
+                .collect(),
+            recoveries: self.word(RECOVERIES_AT).load(Ordering::Relaxed),
+            acquisitions: self.word(ACQUISITIONS_AT).load(Ordering::Relaxed),
+        }
+    }
+
+    /// Clears every dead holder (what `pmlab vas check --repair` does); returns their pids.
+    pub fn recover(&self) -> Result<Vec<u32>, VasError> {
+        let _g = self.guard()?;
+        Ok(self.clear_dead(true))
+    }
+}
+
+impl Drop for SegLock {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no references into it outlive self.
+        let _ = unsafe { rustix::mm::munmap(self.map.as_ptr().cast(), LOCK_FILE_BYTES) };
+    }
+}

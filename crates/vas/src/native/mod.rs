@@ -1,0 +1,241 @@
+//! SpaceJMP natively on Linux: segments are files in a registry directory (tmpfs by
+//! default, a DAX file system where one is mounted), each mapped at one fixed, globally
+//! unique address in every process that attaches it (`MAP_FIXED_NOREPLACE`), so that
+//! pointers stored inside a segment are valid everywhere.
+//!
+//! A process attaches a VAS: all its segments are mapped, inaccessible. `vas_switch`
+//! makes the target's segments accessible (read-only or read-write as attached) and
+//! the previous VAS's inaccessible, releasing the old VAS's segment locks and taking
+//! the new one's. Linux has one page table per process, so the native switch changes
+//! protections rather than CR3 (the KVM guest, `pmlab-kvmguest`, switches CR3 for
+//! real); which mechanism ran is reported ([`Mechanism`]).
+
+mod attach;
+pub mod check;
+mod holder;
+pub mod lock;
+mod mapped;
+mod objects;
+pub mod protect;
+pub mod registry;
+pub mod segfile;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use holder::Holder;
+pub use lock::{LockState, SegLock};
+pub use protect::{Mechanism, MechanismChoice, PkuSupport, pku_support};
+pub use registry::Registry;
+
+use crate::api::{
+    Access, AttachTo, Mode, SegCtl, SegId, SegInfo, SpaceJmp, SwitchReport, VasCtl, VasHandle,
+    VasId, VasInfo,
+};
+use crate::error::VasError;
+use mapped::Mapped;
+
+/// Ids of process-private segments have this bit set (registry ids never do).
+const PRIVATE_ID: u64 = 1 << 63;
+/// Private segments live in [PRIVATE_LO, PRIVATE_HI), disjoint from global ones.
+const PRIVATE_LO: u64 = 0x3000_0000_0000;
+const PRIVATE_HI: u64 = 0x3800_0000_0000;
+
+/// The default registry directory: `$PMLAB_VAS_DIR`, else `/dev/shm/pmlab-vas`.
+pub fn default_dir() -> PathBuf {
+    std::env::var_os("PMLAB_VAS_DIR")
+        .map_or_else(|| PathBuf::from("/dev/shm/pmlab-vas"), PathBuf::from)
+}
+
+/// One of this process's attachments of a VAS.
+#[derive(Clone, Debug)]
+struct Handle {
+    vid: VasId,
+    /// Segments and access, sorted by id (the lock order).
+    segs: Vec<(SegId, Access)>,
+    /// The PKRU value that opens exactly these segments (pkeys path).
+    pkru: u32,
+}
+
+/// Counts of what switches did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SwitchCounters {
+    /// Switches (into a VAS or home).
+    pub switches: u64,
+    /// `mprotect` calls they made.
+    pub mprotects: u64,
+    /// `WRPKRU`s they made.
+    pub pkru_writes: u64,
+    /// Locks taken.
+    pub lock_acquires: u64,
+    /// Dead holders cleared on the way in.
+    pub dead_holders_cleared: u64,
+}
+
+/// SpaceJMP on this machine's kernel for this process.
+#[derive(Debug)]
+pub struct NativeSpaces {
+    reg: Registry,
+    me: Holder,
+    mechanism: Mechanism,
+    mapped: BTreeMap<SegId, Mapped>,
+    handles: BTreeMap<u32, Handle>,
+    next_handle: u32,
+    current: Option<u32>,
+    next_private: u64,
+    next_private_base: u64,
+    counters: SwitchCounters,
+}
+
+impl NativeSpaces {
+    /// Opens (creating if needed) the registry in `dir` with the fastest mechanism.
+    pub fn open(dir: &Path) -> Result<Self, VasError> {
+        Self::open_with(dir, MechanismChoice::Auto, true)
+    }
+
+    /// Opens the registry in `dir` (`create`: make it if missing) with `choice`.
+    pub fn open_with(dir: &Path, choice: MechanismChoice, create: bool) -> Result<Self, VasError> {
+        let mechanism = protect::decide(choice).map_err(|p| VasError::Invalid {
+            field: "mechanism",
+            problem: p,
+        })?;
+        Ok(NativeSpaces {
+            reg: Registry::open(dir, create)?,
+            me: Holder::me(),
+            mechanism,
+            mapped: BTreeMap::new(),
+            handles: BTreeMap::new(),
+            next_handle: 1,
+            current: None,
+            next_private: 1,
+            next_private_base: PRIVATE_LO,
+            counters: SwitchCounters::default(),
+        })
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.reg
+    }
+
+    /// The mechanism switches use.
+    pub fn mechanism(&self) -> Mechanism {
+        self.mechanism
+    }
+
+    /// What switches did so far.
+    pub fn counters(&self) -> SwitchCounters {
+        self.counters
+    }
+
+    /// The address of segment `sid`'s first byte, if it is mapped in this process. It is
+    /// accessible only while a VAS holding it is switched in.
+    pub fn segment_base(&self, sid: SegId) -> Option<*mut u8> {
+        self.mapped.get(&sid).map(|m| m.base as *mut u8)
+    }
+
+    /// The size of mapped segment `sid`.
+    pub fn segment_size(&self, sid: SegId) -> Option<u64> {
+        self.mapped.get(&sid).map(|m| m.size)
+    }
+
+    /// The VAS that handle `vh` attaches.
+    pub fn handle_vas(&self, vh: VasHandle) -> Option<VasId> {
+        self.handles.get(&vh.0).map(|h| h.vid)
+    }
+
+    /// Whether segment `sid` is accessible now, and how.
+    pub fn active_access(&self, sid: SegId) -> Option<Access> {
+        let h = self.handles.get(&self.current?)?;
+        h.segs.iter().find(|(s, _)| *s == sid).map(|&(_, a)| a)
+    }
+
+    fn handle(&self, vh: VasHandle) -> Result<&Handle, VasError> {
+        self.handles.get(&vh.0).ok_or(VasError::NotFound {
+            kind: "handle",
+            name: vh.0.to_string(),
+        })
+    }
+}
+
+impl SpaceJmp for NativeSpaces {
+    fn vas_create(&mut self, name: &str, mode: Mode) -> Result<VasId, VasError> {
+        self.create_vas(name, mode, Vec::new(), false)
+    }
+    fn vas_find(&self, name: &str) -> Result<VasId, VasError> {
+        Ok(VasId(self.reg.read_vas(name)?.0.id))
+    }
+    fn vas_attach(&mut self, vid: VasId) -> Result<VasHandle, VasError> {
+        self.attach_vas(vid)
+    }
+    fn vas_detach(&mut self, vh: VasHandle) -> Result<(), VasError> {
+        self.detach_vas(vh)
+    }
+    fn vas_switch(&mut self, vh: VasHandle) -> Result<SwitchReport, VasError> {
+        self.switch_to(Some(vh.0))
+    }
+    fn vas_switch_home(&mut self) -> Result<(), VasError> {
+        self.switch_to(None).map(|_| ())
+    }
+    fn vas_clone(&mut self, vid: VasId, name: &str) -> Result<VasId, VasError> {
+        self.clone_vas(vid, name)
+    }
+    fn vas_ctl(&mut self, vid: VasId, cmd: VasCtl) -> Result<VasInfo, VasError> {
+        self.ctl_vas(vid, cmd)
+    }
+    fn seg_alloc(
+        &mut self,
+        name: &str,
+        base: Option<u64>,
+        size: u64,
+        mode: Mode,
+    ) -> Result<SegId, VasError> {
+        self.alloc_global(name, base, size, mode, None)
+    }
+    fn seg_alloc_private(&mut self, name: &str, size: u64) -> Result<SegId, VasError> {
+        self.alloc_private(name, size)
+    }
+    fn seg_find(&self, name: &str) -> Result<SegId, VasError> {
+        if let Some((&id, _)) = self
+            .mapped
+            .iter()
+            .find(|(_, m)| m.private && m.name == name)
+        {
+            return Ok(id);
+        }
+        Ok(SegId(self.reg.read_seg(name)?.0.id))
+    }
+    fn seg_attach(&mut self, to: AttachTo, sid: SegId, access: Access) -> Result<(), VasError> {
+        match to {
+            AttachTo::Vas(vid) => self.attach_seg_to_vas(vid, sid, access),
+            AttachTo::Handle(vh) => self.attach_seg_to_handle(vh, sid, access),
+        }
+    }
+    fn seg_detach(&mut self, from: AttachTo, sid: SegId) -> Result<(), VasError> {
+        match from {
+            AttachTo::Vas(vid) => self.detach_seg_from_vas(vid, sid),
+            AttachTo::Handle(vh) => self.detach_seg_from_handle(vh, sid),
+        }
+    }
+    fn seg_clone(&mut self, sid: SegId, name: &str) -> Result<SegId, VasError> {
+        self.clone_seg(sid, name)
+    }
+    fn seg_ctl(&mut self, sid: SegId, cmd: SegCtl) -> Result<SegInfo, VasError> {
+        self.ctl_seg(sid, cmd)
+    }
+    fn current(&self) -> Option<VasHandle> {
+        self.current.map(VasHandle)
+    }
+}
+
+impl Drop for NativeSpaces {
+    fn drop(&mut self) {
+        let _ = self.switch_to(None);
+        for m in self.mapped.values() {
+            m.unmap();
+            if let Some(k) = m.pkey {
+                protect::pkey_free(k);
+            }
+        }
+    }
+}
