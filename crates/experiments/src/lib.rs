@@ -3,6 +3,6 @@
 
 pub mod aerie;
 pub mod kessler_hill;
-pub mod osp;
 pub mod loc;
+pub mod osp;
 pub mod spacejmp;

@@ -31,6 +31,8 @@ fn tiny(out: &std::path::Path, scratch: &std::path::Path) -> Config {
         p.nfiles = 40;
         p.iterations = 12;
     }
+    // One thread, and three sharing the fileset (each with a client of its own).
+    c.threads = vec![aerie::Threads::Fixed(1), aerie::Threads::Fixed(3)];
     c
 }
 
@@ -59,7 +61,7 @@ fn tiny_run_writes_outputs_and_counts_match_the_personalities() {
     for p in Personality::ALL {
         let mut systems: Vec<&str> = fb
             .iter()
-            .filter(|s| s.personality == p)
+            .filter(|s| s.personality == p && s.threads == 3)
             .map(|s| s.system.as_str())
             .collect();
         systems.sort();
@@ -70,13 +72,16 @@ fn tiny_run_writes_outputs_and_counts_match_the_personalities() {
         };
         assert_eq!(systems, want, "{}", p.name());
     }
+    assert_eq!(fb.len(), 2 * 9, "every system at both thread counts");
     for s in fb {
+        // Threads split the iterations: together they run each flowop as often as one.
         assert_eq!(
             s.counts,
             Counts::expected(s.personality, 12),
-            "{} on {}",
+            "{} on {} with {} threads",
             s.personality.name(),
-            s.system
+            s.system,
+            s.threads
         );
         assert_eq!(s.skipped, 0);
         assert!(s.samples.iter().all(|&x| x > 0.0));
@@ -94,7 +99,8 @@ fn tiny_run_writes_outputs_and_counts_match_the_personalities() {
         ],
         [1, 1, 1, 5, 5, 6]
     );
-    assert_eq!(report.targets.len(), 7);
+    // KVFS on webproxy and three personalities, at both thread counts; eight Table 2 rows.
+    assert_eq!(report.targets.len(), 2 + 3 * 2 + 8);
     let text = report.to_string();
     assert!(text.contains("Table 2") && text.contains("Figure 2") && text.contains("webproxy"));
 }
@@ -131,7 +137,7 @@ fn personality_on_tmpfs_leaves_the_fileset_consistent() {
     p.nfiles = 30;
     p.iterations = 20;
     let mut t = PosixTarget::new(&mut k, p.iosize);
-    let r = filebench::run(Personality::Varmail, &p, 0, 3, &mut t).unwrap();
+    let r = filebench::run(Personality::Varmail, &p, 0, 3, &mut [&mut t]).unwrap();
     assert_eq!(r.counts, Counts::expected(Personality::Varmail, 20));
     let on_disk = std::fs::read_dir(scr.path().join("fb")).unwrap().count();
     // Each iteration deletes one file and creates one: the population is unchanged.

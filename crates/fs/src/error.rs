@@ -63,6 +63,12 @@ pub enum FsError {
     /// The wire protocol was violated.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// Operations the application was told had succeeded were lost: the service
+    /// refused a batch holding them, or the connection went before it applied them.
+    /// Reported (like the kernel's writeback errors, EIO) by the next fsync and close of
+    /// every file open at the time, and by the next sync of the mount.
+    #[error("I/O error (EIO): acknowledged operations were lost: {0}")]
+    Lost(String),
     /// A file handle is not open, or the operation does not fit it.
     #[error("bad handle: {0}")]
     BadHandle(String),

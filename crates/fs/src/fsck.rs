@@ -251,15 +251,18 @@ impl<R: MediaRead + ?Sized> Checker<'_, R> {
 
     fn check_data(&mut self, ino: u64, i: &Inode, path: &str) {
         let place = format!("inode {ino} ({path})");
-        if self
-            .domains
-            .get(i.domain as usize)
-            .copied()
-            .flatten()
-            .is_none()
-        {
+        let Some(dom) = self.domains.get(i.domain as usize).copied().flatten() else {
             self.err(place.clone(), format!("domain {} is not in use", i.domain));
             return;
+        };
+        if (dom.uid, dom.gid, dom.mode) != (i.uid, i.gid, i.mode) {
+            self.err(
+                place.clone(),
+                format!(
+                    "owner {}, group {}, mode {:o} differ from its domain {}'s {}, {}, {:o}",
+                    i.uid, i.gid, i.mode, i.domain, dom.uid, dom.gid, dom.mode
+                ),
+            );
         }
         match i.kind {
             Kind::File => {

@@ -62,6 +62,11 @@ pub struct Inode {
     /// The bucket of `parent`'s hash table holding the object's name: a lease on that
     /// bucket covers the object (KVFS locks the table page by page).
     pub bucket: u16,
+    /// Last change of the contents (data or entries), nanoseconds since the Unix epoch.
+    pub mtime: u64,
+    /// Last change of the inode itself (contents, names, permissions), nanoseconds since
+    /// the Unix epoch. Set only by the service's clock (see [`crate::apply::Authority::now`]).
+    pub ctime: u64,
 }
 
 impl Inode {
@@ -79,6 +84,8 @@ impl Inode {
         parent: 0,
         generation: 0,
         bucket: 0,
+        mtime: 0,
+        ctime: 0,
     };
 
     /// Encodes into a 128-byte slot.
@@ -96,6 +103,8 @@ impl Inode {
         le::put_u64(b, 40, self.parent);
         le::put_u64(b, 48, self.generation);
         le::put_u16(b, 56, self.bucket);
+        le::put_u64(b, 64, self.mtime);
+        le::put_u64(b, 72, self.ctime);
     }
 
     /// Decodes a 128-byte slot; `Err` carries the byte offset (within the slot) of a
@@ -115,17 +124,22 @@ impl Inode {
             parent: le::u64_at(b, 40),
             generation: le::u64_at(b, 48),
             bucket: le::u16_at(b, 56),
+            mtime: le::u64_at(b, 64),
+            ctime: le::u64_at(b, 72),
         })
     }
 }
 
 /// The access a credential has to an object with the given owner and mode, POSIX-style:
-/// root may do everything; otherwise the owner, group or other bits apply.
+/// root may read, write and search everything; otherwise the owner, group or other bits
+/// apply (only the primary group is known: the service learns a client's credentials
+/// from SO_PEERCRED, which carries no supplementary groups).
 pub fn access(uid: u32, gid: u32, owner: u32, group: u32, mode: u32) -> Access {
     if uid == 0 {
         return Access {
             read: true,
             write: true,
+            exec: true,
         };
     }
     let bits = if uid == owner {
@@ -138,16 +152,19 @@ pub fn access(uid: u32, gid: u32, owner: u32, group: u32, mode: u32) -> Access {
     Access {
         read: bits & 4 != 0,
         write: bits & 2 != 0,
+        exec: bits & 1 != 0,
     }
 }
 
-/// Read and write permission.
+/// Read, write and execute (for a directory: search) permission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Access {
-    /// May read.
+    /// May read (a directory: list its names).
     pub read: bool,
-    /// May write.
+    /// May write (a directory: add and remove names).
     pub write: bool,
+    /// May execute (a directory: look names up in it, pass through it).
+    pub exec: bool,
 }
 
 #[cfg(test)]
@@ -169,6 +186,8 @@ mod tests {
             parent: 1,
             generation: 9,
             bucket: 17,
+            mtime: 1_700_000_000_123_456_789,
+            ctime: 1_700_000_001_000_000_000,
         };
         let mut b = [0u8; INODE_SIZE];
         i.encode(&mut b);
@@ -184,5 +203,7 @@ mod tests {
         assert!(!access(6, 5, 5, 5, 0o640).write);
         assert!(access(6, 5, 5, 5, 0o640).read);
         assert!(!access(6, 6, 5, 5, 0o640).read);
+        assert!(access(6, 5, 5, 5, 0o710).exec && !access(6, 5, 5, 5, 0o710).read);
+        assert!(!access(6, 6, 5, 5, 0o776).exec && access(0, 0, 5, 5, 0).exec);
     }
 }

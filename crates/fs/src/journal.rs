@@ -58,7 +58,9 @@ pub enum Op {
         /// The directory's inode.
         ino: u64,
     },
-    /// Moves a name; the target name must not exist.
+    /// Moves a name. If `replace` is not 0, the target name exists and names file
+    /// `replace`, which loses that name in the same step (POSIX rename over an existing
+    /// file: no moment where neither or both names exist); otherwise it must not exist.
     Rename {
         /// Directory holding the name now.
         from_parent: u64,
@@ -70,6 +72,8 @@ pub enum Op {
         to_name: String,
         /// The object moved.
         ino: u64,
+        /// The file the target name refers to now and loses it (0: the name is free).
+        replace: u64,
     },
     /// Sets a file's size; pages wholly beyond the new size are freed.
     SetSize {
@@ -165,10 +169,12 @@ pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
             to_parent,
             to_name,
             ino,
+            replace,
         } => {
             p.extend_from_slice(&from_parent.to_le_bytes());
             p.extend_from_slice(&to_parent.to_le_bytes());
             p.extend_from_slice(&ino.to_le_bytes());
+            p.extend_from_slice(&replace.to_le_bytes());
             put_str(&mut p, from_name);
             put_str(&mut p, to_name);
             5
@@ -323,6 +329,7 @@ pub fn decode_op(b: &[u8], base: usize) -> Result<(Op, usize), DecodeError> {
             let from_parent = p.u64("from parent")?;
             let to_parent = p.u64("to parent")?;
             let ino = p.u64("ino")?;
+            let replace = p.u64("replace")?;
             let from_name = p.str("from name")?;
             let to_name = p.str("to name")?;
             Op::Rename {
@@ -331,6 +338,7 @@ pub fn decode_op(b: &[u8], base: usize) -> Result<(Op, usize), DecodeError> {
                 to_parent,
                 to_name,
                 ino,
+                replace,
             }
         }
         6 => Op::SetSize {
@@ -445,17 +453,21 @@ mod tests {
                 arb_name(),
                 any::<u64>(),
                 arb_name(),
+                any::<u64>(),
                 any::<u64>()
             )
-                .prop_map(|(from_parent, from_name, to_parent, to_name, ino)| {
-                    Op::Rename {
-                        from_parent,
-                        from_name,
-                        to_parent,
-                        to_name,
-                        ino,
+                .prop_map(
+                    |(from_parent, from_name, to_parent, to_name, ino, replace)| {
+                        Op::Rename {
+                            from_parent,
+                            from_name,
+                            to_parent,
+                            to_name,
+                            ino,
+                            replace,
+                        }
                     }
-                }),
+                ),
             (any::<u64>(), any::<u64>()).prop_map(|(ino, size)| Op::SetSize { ino, size }),
             (any::<u64>(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(
                 |(ino, index, page, count)| Op::MapPages {

@@ -19,9 +19,19 @@ use crate::inode::Kind;
 use crate::journal::Op;
 use crate::media::PAGE;
 
-/// Object extents reserved from the service in one request: a put then seldom waits
-/// for the service, and the service is woken for a reservation once per so many puts.
+/// Object extents reserved from the service in one request, on a large volume: a put
+/// then seldom waits for the service, and the service is woken for a reservation once
+/// per so many puts.
 pub const EXTENTS_PER_RESERVE: u64 = 128;
+
+/// Object extents asked for at once on a volume whose domains hold `domain_pages`
+/// pages of objects of `object_pages`: [`EXTENTS_PER_RESERVE`], or fewer on a volume
+/// too small for many clients each to hold that many ahead of need (a 512th of a
+/// domain's objects, at least 16: the next ones are asked for while a quarter is used,
+/// so a put still seldom waits for them).
+pub fn extents_per_reserve(domain_pages: u64, object_pages: u64) -> u64 {
+    (domain_pages / object_pages.max(1) / 512).clamp(16, EXTENTS_PER_RESERVE)
+}
 
 /// Object extents reserved to this store and not yet used.
 #[derive(Default)]
@@ -78,6 +88,7 @@ impl Kvfs {
         crate::dir::check_name(key)?;
         let mut s = self.client.leased(self.lock_of(key), true)?;
         let n = s.sb().kv_object_pages;
+        let per = extents_per_reserve(s.sb().domain_pages, n);
         if value.len() as u64 > n * PAGE {
             return Err(FsError::NoSpace(format!(
                 "value of {} bytes exceeds the {}-byte object",
@@ -92,9 +103,12 @@ impl Kvfs {
                 let asked = pool.next.take().filter(|a| a.0 == domain);
                 // The service grants as many whole extents as it finds, at least one,
                 // so a refusal here means the domain has no free extent at all.
-                let mut starts = match asked {
-                    Some((_, ask)) => s.extent_answer(ask)?,
-                    None => s.take_extents(domain, n, EXTENTS_PER_RESERVE)?,
+                let mut starts = match asked.map(|(_, ask)| s.extent_answer(ask)) {
+                    Some(Ok(v)) => v,
+                    // Refused (the client's limit counts the extents its journal used and
+                    // has not shipped): asked again, shipping first if need be.
+                    Some(Err(FsError::NoSpace(_))) | None => s.take_extents(domain, n, per)?,
+                    Some(Err(e)) => return Err(e),
                 };
                 starts.reverse();
                 pool.current = Some((domain, starts));
@@ -106,14 +120,13 @@ impl Kvfs {
             // serves this client's requests in order and may be applying the batches
             // shipped before the request (a KVFS batch of 256 operations took it about
             // 1.2 ms when measured, some thirty puts' worth, and batches queue up).
-            if starts.len() as u64 <= EXTENTS_PER_RESERVE * 3 / 4 && pool.next.is_none() {
-                pool.next = Some((domain, s.ask_extents(domain, n, EXTENTS_PER_RESERVE)?));
+            if starts.len() as u64 <= per * 3 / 4 && pool.next.is_none() {
+                pool.next = Some((domain, s.ask_extents(domain, n, per)?));
             }
             first
         };
-        let m = s.data(domain)?;
-        m.write_at(extent * PAGE, value)?;
-        m.persist_range(extent * PAGE, value.len() as u64);
+        s.write_data(domain, extent * PAGE, value)?;
+        s.persist_data(domain, &[(extent * PAGE, value.len() as u64)])?;
         // One local check for the whole put: the create (if new), the extent and the
         // size touch the same inode page, which one check reads and seals once.
         let mut ops = Vec::with_capacity(3);
@@ -168,7 +181,7 @@ impl Kvfs {
         if i.root == 0 {
             buf.fill(0);
         } else {
-            s.data(i.domain)?.read_at(i.root * PAGE, buf)?;
+            s.read_data(i.domain, i.root * PAGE, buf)?;
         }
         Ok(true)
     }

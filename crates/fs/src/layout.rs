@@ -26,7 +26,8 @@ pub const MAGIC: &[u8; 8] = b"PMLABAER";
 /// hold a pmlab-tx redo log (version 1 had a log of its own, cleared after each commit).
 /// Version 3: a directory's root page no longer counts its entries (the directory's
 /// inode does, in its size), so adding or removing a name changes one page less.
-pub const VERSION: u32 = 3;
+/// Version 4: inodes carry mtime and ctime.
+pub const VERSION: u32 = 4;
 /// Bits held by one bitmap page.
 pub const BITS_PER_PAGE: u64 = BODY as u64 * 8;
 /// Inodes held by one inode-table page.
@@ -327,12 +328,13 @@ mod tests {
     use pmlab_spine::{Memory, VecMemory};
 
     /// Volumes of the previous formats (a log of its own in version 1, counted
-    /// directories in version 2) are refused by name before anything replays a log.
+    /// directories in version 2, no timestamps in version 3) are
+    /// refused by name before anything replays a log.
     #[test]
     fn a_volume_of_a_previous_format_is_refused() {
         let sb = Superblock::plan(&Params::default()).unwrap();
         let mut m = VecMemory::new((sb.meta_pages * PAGE) as usize);
-        for old in [1, 2] {
+        for old in [1, 2, 3] {
             let mut p = sb.encode();
             le::put_u32(&mut p[..], 8, old);
             seal(&mut p, Tag::Super);
@@ -340,7 +342,7 @@ mod tests {
             let e = Superblock::read(&mut m).unwrap_err().to_string();
             assert!(
                 e.contains(&format!(
-                    "format version {old} at byte 8 (this code reads version 3)"
+                    "format version {old} at byte 8 (this code reads version 4)"
                 )),
                 "{e}"
             );

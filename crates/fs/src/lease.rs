@@ -4,7 +4,7 @@
 //! other client's lease on the same object, on an object above it, or on one below it.
 //! "Above" and "below" follow the parent fields of the inodes, read from the volume.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::time::Instant;
 
 use crate::layout::ROOT_INO;
@@ -27,9 +27,24 @@ pub struct Hold {
 }
 
 /// The lease table.
+///
+/// Indexed so that a conflict check costs what the request's own ancestry holds, not
+/// the whole table: each held key keeps its ancestry (`chains`, computed when it was
+/// first granted), and every key above a held one lists it (`below`). With fifty
+/// clients each holding a lease per directory they work in, scanning every hold and
+/// walking each one's ancestry on every request took the service seconds per request,
+/// long enough to disconnect clients that had answered their revocations. A directory
+/// that moves changes the ancestries below it, so the service rebuilds the index after
+/// every batch that renames something ([`Leases::rechain`]).
 #[derive(Default, Debug)]
 pub struct Leases {
     held: FxHashMap<u64, Vec<Hold>>,
+    /// Each held key's ancestry, itself excluded.
+    chains: FxHashMap<u64, Vec<u64>>,
+    /// For each key, the held keys below it.
+    below: FxHashMap<u64, FxHashSet<u64>>,
+    /// Holds per client.
+    per_client: FxHashMap<u64, usize>,
     next_gen: u64,
 }
 
@@ -87,25 +102,27 @@ impl Leases {
         })
     }
 
-    /// Other clients' leases that conflict with `client` taking `ino`:
-    /// (holder, object, grant number).
-    pub fn conflicts<S: PageSource + ?Sized>(
-        &self,
-        src: &mut S,
-        client: u64,
-        ino: u64,
-        exclusive: bool,
-    ) -> Vec<(u64, u64, u64)> {
-        let up = ancestry(src, ino);
+    /// Other clients' leases that conflict with `client` taking `key`, whose ancestry
+    /// (as [`ancestry`] gives it, `key` first) is `up`: leases on `key`, above it or
+    /// below it, of which one of the two is exclusive. As (holder, object, grant number).
+    pub fn conflicts(&self, client: u64, up: &[u64], exclusive: bool) -> Vec<(u64, u64, u64)> {
+        let key = up.first().copied().unwrap_or(0);
         let mut out = Vec::new();
-        for (&x, holds) in &self.held {
-            for h in holds {
-                if h.client == client || !(exclusive || h.exclusive) {
-                    continue;
+        let mut check = |x: u64| {
+            if let Some(holds) = self.held.get(&x) {
+                for h in holds {
+                    if h.client != client && (exclusive || h.exclusive) {
+                        out.push((h.client, x, h.grant));
+                    }
                 }
-                if up.contains(&x) || ancestry(src, x).contains(&ino) {
-                    out.push((h.client, x, h.grant));
-                }
+            }
+        };
+        for &x in up {
+            check(x);
+        }
+        if let Some(b) = self.below.get(&key) {
+            for &x in b {
+                check(x);
             }
         }
         out.sort_unstable();
@@ -113,11 +130,14 @@ impl Leases {
         out
     }
 
-    /// Records a grant (replacing a hold of the same client); returns its number.
-    pub fn grant(&mut self, client: u64, ino: u64, exclusive: bool) -> u64 {
+    /// Records a grant of `key`, whose ancestry is `up` (`key` first), replacing a hold
+    /// of the same client; returns its number.
+    pub fn grant(&mut self, client: u64, up: &[u64], exclusive: bool) -> u64 {
+        let key = up.first().copied().unwrap_or(0);
         self.next_gen += 1;
         let grant = self.next_gen;
-        let v = self.held.entry(ino).or_default();
+        let v = self.held.entry(key).or_default();
+        let had = v.iter().any(|h| h.client == client);
         v.retain(|h| h.client != client);
         v.push(Hold {
             client,
@@ -125,7 +145,45 @@ impl Leases {
             grant,
             revoked: None,
         });
+        if !had {
+            *self.per_client.entry(client).or_insert(0) += 1;
+        }
+        if !self.chains.contains_key(&key) {
+            self.index(key, up.get(1..).unwrap_or(&[]).to_vec());
+        }
         grant
+    }
+
+    fn index(&mut self, key: u64, chain: Vec<u64>) {
+        for &a in &chain {
+            self.below.entry(a).or_default().insert(key);
+        }
+        self.chains.insert(key, chain);
+    }
+
+    fn unindex(&mut self, key: u64) {
+        if let Some(chain) = self.chains.remove(&key) {
+            for a in chain {
+                if let Some(b) = self.below.get_mut(&a) {
+                    b.remove(&key);
+                    if b.is_empty() {
+                        self.below.remove(&a);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rebuilds every held key's ancestry from the volume (after a batch that moved
+    /// something: the ancestries below a moved directory changed).
+    pub fn rechain<S: PageSource + ?Sized>(&mut self, src: &mut S) {
+        let keys: Vec<u64> = self.held.keys().copied().collect();
+        self.chains.clear();
+        self.below.clear();
+        for k in keys {
+            let up = ancestry(src, k);
+            self.index(k, up.get(1..).unwrap_or(&[]).to_vec());
+        }
     }
 
     /// Marks grant `grant` on `ino` as revoked at `now`; false if it already was (or is
@@ -153,30 +211,104 @@ impl Leases {
             .revoked
     }
 
+    /// Drops the holds `keep` rejects on `key`, keeping the index and counts in step.
+    fn drop_holds(&mut self, key: u64, keep: impl Fn(&Hold) -> bool) {
+        let Some(v) = self.held.get_mut(&key) else {
+            return;
+        };
+        let mut gone = Vec::new();
+        v.retain(|h| {
+            let k = keep(h);
+            if !k {
+                gone.push(h.client);
+            }
+            k
+        });
+        let empty = v.is_empty();
+        for c in gone {
+            if let Some(n) = self.per_client.get_mut(&c) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_client.remove(&c);
+                }
+            }
+        }
+        if empty {
+            self.held.remove(&key);
+            self.unindex(key);
+        }
+    }
+
     /// Drops `client`'s grant `grant` on `ino` (a late release of an older grant does nothing).
     pub fn release(&mut self, client: u64, ino: u64, grant: u64) {
-        if let Some(v) = self.held.get_mut(&ino) {
-            v.retain(|h| !(h.client == client && h.grant == grant));
-            if v.is_empty() {
-                self.held.remove(&ino);
-            }
+        self.drop_holds(ino, |h| !(h.client == client && h.grant == grant));
+    }
+
+    /// Drops every client's leases on inode `ino` and on the buckets of its table: the
+    /// inode was freed, and a lease left on its number would cover whatever object is
+    /// given that number next.
+    pub fn forget_key(&mut self, ino: u64) {
+        let keys: Vec<u64> = self
+            .held
+            .keys()
+            .copied()
+            .filter(|&k| k == ino || bucket_of_key(k).is_some_and(|(d, _)| d == ino))
+            .collect();
+        for k in keys {
+            self.drop_holds(k, |_| false);
         }
     }
 
     /// Drops every lease of `client`.
     pub fn release_all(&mut self, client: u64) {
-        self.held.retain(|_, v| {
-            v.retain(|h| h.client != client);
-            !v.is_empty()
-        });
+        let keys: Vec<u64> = self
+            .held
+            .iter()
+            .filter(|(_, v)| v.iter().any(|h| h.client == client))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            self.drop_holds(k, |h| h.client != client);
+        }
     }
 
     /// Number of leases held by `client`.
     pub fn count(&self, client: u64) -> usize {
-        self.held
-            .values()
-            .flatten()
-            .filter(|h| h.client == client)
-            .count()
+        self.per_client.get(&client).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index finds exactly what a scan of every hold would: leases above, on and
+    /// below the key asked for, of other clients, one side exclusive.
+    #[test]
+    fn conflicts_follow_the_hierarchy() {
+        let mut l = Leases::default();
+        // Chains as `ancestry` gives them: 5 in 3 in 1, 4 in 1.
+        let g3 = l.grant(7, &[3, 1], false);
+        l.grant(8, &[5, 3, 1], true);
+        l.grant(9, &[4, 1], false);
+        // Client 9 wants 3 exclusive: 7's shared lease on 3, 8's lease below it.
+        assert_eq!(l.conflicts(9, &[3, 1], true), vec![(7, 3, g3), (8, 5, 2)]);
+        // Shared on 1 conflicts only with the exclusive lease below it.
+        assert_eq!(l.conflicts(9, &[1], false), vec![(8, 5, 2)]);
+        assert!(l.conflicts(8, &[5, 3, 1], false).is_empty());
+        assert_eq!(l.count(7), 1);
+        l.release(7, 3, g3);
+        assert_eq!(l.count(7), 0);
+        assert_eq!(l.conflicts(9, &[3, 1], true), vec![(8, 5, 2)]);
+        l.release_all(8);
+        assert!(
+            l.conflicts(9, &[1], true)
+                .iter()
+                .all(|c| c.0 == 9 || c.0 == 7)
+        );
+        assert_eq!(l.conflicts(1, &[1], true), vec![(9, 4, 3)]);
+        l.forget_key(4);
+        assert!(l.conflicts(1, &[1], true).is_empty());
+        assert!(l.below.is_empty() && l.chains.is_empty() && l.per_client.is_empty());
     }
 }

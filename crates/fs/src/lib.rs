@@ -16,14 +16,17 @@
 //! - [`map`], [`volume`]: volumes on this machine (a directory holding the metadata
 //!   space and one data space per permission domain) and their mappings;
 //! - [`proto`], [`lease`], [`service`]: the trusted service over a Unix socket;
-//! - [`client`], [`overlay`]: libFS; [`pxfs`] and [`kvfs`]: the two interfaces.
+//! - [`client`], [`overlay`], [`guard`]: libFS; [`pxfs`] and [`kvfs`]: the two interfaces.
 //!
 //! Its checking and benchmark drivers (kill stress, the crash test on the machine model,
 //! Table 2's operations) live beside it, in `pmlab-fscheck`.
 //!
 //! Protection comes from the kernel: clients receive the metadata space as a read-only
 //! descriptor and each domain's data space read-only or read-write as its permission
-//! bits allow, so a client holds no writable mapping of anything it may not write.
+//! bits allow (a client that may only write a domain gets no mapping and writes through
+//! the service), so a client holds no writable mapping of anything it may not write,
+//! and no readable one of data it may not read. The service runs under a uid of its
+//! own, the only one that can open the volume's files.
 
 pub mod apply;
 pub mod cache;
@@ -32,6 +35,7 @@ pub mod dir;
 pub mod domain;
 pub mod error;
 pub mod fsck;
+pub mod guard;
 pub mod inode;
 pub mod journal;
 pub mod kvfs;

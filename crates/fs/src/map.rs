@@ -32,6 +32,20 @@ enum Inner {
 /// A shared mapping of a whole space file (a native region).
 pub struct Map {
     inner: Inner,
+    /// For a client's mapping of a data space: the SIGBUS guard that lets it survive
+    /// another client cutting the file short ([`crate::guard`]).
+    guard: Option<crate::guard::Guard>,
+    /// The thread populating a data space's page tables (joined before the mapping
+    /// goes, so it never touches an address range mapped to something else).
+    populating: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        if let Some(t) = self.populating.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// A native region error as a file-system error: a bad header or size means the file
@@ -69,6 +83,83 @@ impl Map {
         Self::map_fd(f.as_fd(), writable)
     }
 
+    /// Maps a domain's data space for a client, guarded against SIGBUS: another
+    /// client that may write the domain holds a descriptor it could cut the file short
+    /// with, and a reader of this mapping must survive that ([`crate::guard`]).
+    ///
+    /// A data space on tmpfs is populated as the metadata space is (SCM is present from
+    /// the start), but by a thread of its own: populating gigabytes takes seconds, and a
+    /// client that maps a domain in the middle of an operation holds its state locked,
+    /// so it would leave its revocations unanswered for that long (fifty clients of one
+    /// volume, each mapping its domain in turn, got one another disconnected). Until the
+    /// thread is done, an access to a page not yet mapped is an ordinary page fault.
+    pub fn of_data_file(f: &std::fs::File, writable: bool) -> Result<Map> {
+        let own = f
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| FsError::io("dup a space descriptor", e))?;
+        let inner = if writable {
+            Inner::Writable(Region::from_fd(own).map_err(region_error)?)
+        } else {
+            Inner::ReadOnly(ReadOnlyRegion::from_fd(own).map_err(region_error)?)
+        };
+        let tmpfs = match &inner {
+            Inner::Writable(r) => r.medium() == Medium::Tmpfs,
+            Inner::ReadOnly(r) => r.medium() == Medium::Tmpfs,
+        };
+        let mut m = Map {
+            inner,
+            guard: None,
+            populating: None,
+        };
+        m.guard = crate::guard::Guard::register(m.as_ptr(), m.len());
+        if tmpfs {
+            let (at, len) = (m.as_ptr() as usize, m.len());
+            let advice = if writable {
+                libc::MADV_POPULATE_WRITE
+            } else {
+                libc::MADV_POPULATE_READ
+            };
+            m.populating = std::thread::Builder::new()
+                .name("pmlab-populate".into())
+                .spawn(move || {
+                    let page = 4096;
+                    let lo = at / page * page;
+                    // SAFETY: the range lies in a mapping the Map owns, and the Map
+                    // joins this thread before unmapping it; populating neither moves
+                    // nor changes the mapping. An older kernel refuses (EINVAL), and
+                    // the space is then demand-paged, as correct and slower.
+                    unsafe {
+                        libc::madvise(lo as *mut libc::c_void, at + len - lo, advice);
+                    }
+                })
+                .ok();
+        }
+        Ok(m)
+    }
+
+    /// Fails if a SIGBUS hit this mapping (its file was cut short under it): what was
+    /// read or written through it since is not the file's, and the mapping must be
+    /// dropped and made again once the service has restored the file's size.
+    pub fn intact(&self) -> Result<()> {
+        if self.guard.as_ref().is_some_and(|g| g.hit()) {
+            return Err(FsError::io(
+                "data space",
+                std::io::Error::other(
+                    "another client cut the domain's data space short under this mapping (SIGBUS caught)",
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Copies bytes out of a data space, failing (rather than dying of SIGBUS) if the
+    /// file was cut short under the mapping.
+    pub fn read_data(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_at(off, buf)?;
+        self.intact()
+    }
+
     fn map_fd(fd: BorrowedFd<'_>, writable: bool) -> Result<Map> {
         // The region keeps its own descriptor so that the caller's may be closed.
         let own = fd
@@ -90,13 +181,19 @@ impl Map {
             }
             Inner::ReadOnly(r)
         };
-        Ok(Map { inner })
+        Ok(Map {
+            inner,
+            guard: None,
+            populating: None,
+        })
     }
 
     /// Wraps a region already open for writing (a freshly formatted space).
     pub fn from_region(region: Region) -> Map {
         Map {
             inner: Inner::Writable(region),
+            guard: None,
+            populating: None,
         }
     }
 
@@ -155,10 +252,30 @@ impl Map {
         }
     }
 
-    /// Copies bytes in; refused (not faulted) on a read-only mapping.
+    /// Copies bytes in; refused (not faulted) on a read-only mapping, and failing if the
+    /// file was cut short under the mapping (see [`Map::intact`]).
     pub fn write_at(&mut self, off: u64, data: &[u8]) -> Result<()> {
         self.region_mut()?.write(off, data)?;
-        Ok(())
+        self.intact()
+    }
+
+    /// Writes back `[off, off+len)` (clipped to the mapping) without a fence: several
+    /// ranges are written back, then one [`Map::fence`] orders them all.
+    pub fn flush_range(&mut self, off: u64, len: u64) {
+        if let Inner::Writable(r) = &mut self.inner {
+            let end = off.saturating_add(len).min(r.size());
+            if off < end {
+                r.flush(off, end - off, FlushKind::Clwb)
+                    .expect("the range was clipped to the region");
+            }
+        }
+    }
+
+    /// Orders every write-back issued before it (sfence).
+    pub fn fence(&mut self) {
+        if let Inner::Writable(r) = &mut self.inner {
+            r.fence();
+        }
     }
 
     /// Writes back `[off, off+len)` (clipped to the mapping) and orders it with a fence.

@@ -28,10 +28,29 @@ impl RootOwner {
     }
 }
 
-/// Writes an empty file system into `mem`: superblock, empty domain table, empty redo
-/// log (a formatted [`pmlab_tx::RedoLog`]), bitmaps, inode table and a root directory.
-/// Returns the superblock.
+/// The current time in nanoseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Writes an empty file system into `mem` ([`mkfs_at`]), its root directory stamped
+/// with the current time.
 pub fn mkfs<M: Memory + ?Sized>(mem: &mut M, p: &Params, owner: RootOwner) -> Result<Superblock> {
+    mkfs_at(mem, p, owner, now_ns())
+}
+
+/// Writes an empty file system into `mem`: superblock, empty domain table, empty redo
+/// log (a formatted [`pmlab_tx::RedoLog`]), bitmaps, inode table and a root directory
+/// whose times are `now` (nanoseconds since the epoch; the crash test passes a fixed
+/// time so that its images are a function of its seed). Returns the superblock.
+pub fn mkfs_at<M: Memory + ?Sized>(
+    mem: &mut M,
+    p: &Params,
+    owner: RootOwner,
+    now: u64,
+) -> Result<Superblock> {
     let sb = Superblock::plan(p)?;
     if sb.meta_pages * PAGE > mem.size() {
         return Err(crate::error::FsError::NoSpace(format!(
@@ -95,6 +114,8 @@ pub fn mkfs<M: Memory + ?Sized>(mem: &mut M, p: &Params, owner: RootOwner) -> Re
                 parent: ROOT_INO,
                 generation: 1,
                 bucket: 0,
+                mtime: now,
+                ctime: now,
             };
             let (_, off) = sb.inode_pos(ROOT_INO);
             root.encode(&mut b[off..off + crate::inode::INODE_SIZE]);

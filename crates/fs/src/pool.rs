@@ -54,6 +54,21 @@ impl PagePool {
         self.runs.iter().next().map(|r| r.start)
     }
 
+    /// The pool's runs of consecutive pages, as `(first, end)`, lowest first.
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.runs.iter().map(|r| (r.start, r.end))
+    }
+
+    /// Takes up to `max` pages from the lowest run: one run of consecutive pages,
+    /// `(first, count)`, or `None` if the pool is empty.
+    pub fn take_run(&mut self, max: u64) -> Option<(u64, u64)> {
+        let r = self.runs.iter().next()?.clone();
+        let n = (r.end - r.start).min(max.max(1));
+        self.runs.remove(r.start..r.start + n);
+        self.len -= n;
+        Some((r.start, n))
+    }
+
     /// Pages in the pool.
     pub fn len(&self) -> u64 {
         self.len
@@ -99,5 +114,11 @@ mod tests {
         assert!(pool.contains(41) && !pool.contains(9));
         pool.remove([3, 4, 5, 41]);
         assert!(pool.is_empty() && pool.first().is_none());
+        pool.extend([7, 8, 9, 20]);
+        assert_eq!(pool.take_run(2), Some((7, 2)));
+        assert_eq!(pool.take_run(5), Some((9, 1)));
+        assert_eq!(pool.runs().collect::<Vec<_>>(), vec![(20, 21)]);
+        assert_eq!(pool.take_run(5), Some((20, 1)));
+        assert_eq!((pool.take_run(1), pool.len()), (None, 0));
     }
 }

@@ -11,12 +11,12 @@ use rustc_hash::FxHashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::apply::AttrChange;
 use crate::client::{Client, State};
 use crate::dir;
 use crate::error::{FsError, Result};
 use crate::inode::{Inode, Kind, access};
 use crate::journal::Op;
-use crate::map::Map;
 use crate::media::PAGE;
 
 /// An open file of a [`Pxfs`] mount.
@@ -55,6 +55,11 @@ pub struct Stat {
     pub gid: u32,
     /// Names referring to it.
     pub nlink: u32,
+    /// Last change of its contents, nanoseconds since the Unix epoch.
+    pub mtime: u64,
+    /// Last change of the inode (contents, names, attributes), nanoseconds since the
+    /// Unix epoch, by the service's clock.
+    pub ctime: u64,
 }
 
 struct Shadow {
@@ -62,6 +67,9 @@ struct Shadow {
     offset: u64,
     append: bool,
     write: bool,
+    /// Losses of acknowledged operations this open file has reported (or that
+    /// happened before it was opened): each is reported once per open file.
+    seen: u64,
 }
 
 /// A PXFS mount.
@@ -69,6 +77,8 @@ pub struct Pxfs {
     client: Client,
     files: Mutex<FxHashMap<u32, Shadow>>,
     next_fd: Mutex<u32>,
+    /// Losses the mount's own [`Pxfs::sync`] has reported.
+    seen: Mutex<u64>,
 }
 
 impl Pxfs {
@@ -78,6 +88,7 @@ impl Pxfs {
             client: Client::connect(socket)?,
             files: Mutex::new(FxHashMap::default()),
             next_fd: Mutex::new(3),
+            seen: Mutex::new(0),
         })
     }
 
@@ -178,6 +189,7 @@ impl Pxfs {
             s.record(Op::SetSize { ino, size: 0 })?;
         }
         s.note_open(ino);
+        let seen = s.losses();
         drop(s);
         let mut n = self.next_fd.lock().unwrap();
         let fd = *n;
@@ -189,6 +201,7 @@ impl Pxfs {
                 offset: 0,
                 append: flags.append,
                 write: flags.write,
+                seen,
             },
         );
         Ok(Fd(fd))
@@ -233,8 +246,7 @@ impl Pxfs {
             if p == 0 {
                 buf[done..done + k].fill(0);
             } else {
-                s.data(i.domain)?
-                    .read_at(p * PAGE + inpg as u64, &mut buf[done..done + k])?;
+                s.read_data(i.domain, p * PAGE + inpg as u64, &mut buf[done..done + k])?;
             }
             done += k;
         }
@@ -269,65 +281,62 @@ impl Pxfs {
     }
 
     /// Writes data pages directly into the mapped domain; only new pages and a new size
-    /// go through the journal. Returns the offset after the write.
+    /// go through the journal, as one recorded step per write: the holes the write
+    /// fills take runs of reserved pages, one extent (map-pages) per run. Returns the
+    /// offset after the write.
     fn pwrite_ino(&self, ino: u64, off: Option<u64>, data: &[u8]) -> Result<u64> {
         let mut s = self.client.leased(ino, true)?;
-        let mut i = s.inode(ino)?;
+        let i = s.inode(ino)?;
         let off = off.unwrap_or(i.size);
+        let end = off + data.len() as u64;
+        if data.is_empty() {
+            return Ok(end);
+        }
         let old_size = i.size;
         if off > old_size {
             zero_gap(&mut s, ino, &i, old_size, off)?;
         }
+        let (first, last) = (off / PAGE, (end - 1) / PAGE);
+        let mut pages = Vec::with_capacity((last - first + 1) as usize);
+        for idx in first..=last {
+            pages.push(s.page_of(ino, &i, idx)?);
+        }
+        let fresh: Vec<bool> = pages.iter().map(|&p| p == 0).collect();
+        let mut ops = map_holes(&mut s, ino, i.domain, first, &mut pages)?;
+        if end > i.size {
+            ops.push(Op::SetSize { ino, size: end });
+        }
+        if !ops.is_empty() {
+            s.record_all(ops)?;
+        }
+        let mut ranges = Vec::with_capacity(pages.len() + 2);
+        let zeros = [0u8; PAGE as usize];
         let mut done = 0;
-        while done < data.len() {
+        for (k, idx) in (first..=last).enumerate() {
+            let p = pages[k];
             let pos = off + done as u64;
-            let idx = pos / PAGE;
             let inpg = (pos % PAGE) as usize;
-            let k = (PAGE as usize - inpg).min(data.len() - done);
-            let mut p = s.page_of(ino, &i, idx)?;
-            if p == 0 {
-                p = s.take_page(i.domain)?;
-                let map = Op::MapPages {
-                    ino,
-                    index: idx,
-                    page: p,
-                    count: 1,
-                };
-                // The new size goes with the page that holds it: one local check.
-                let end = pos + k as u64;
-                if end > i.size && done + k == data.len() {
-                    s.record_all(vec![map, Op::SetSize { ino, size: end }])?;
-                    // The last page of the write: no tree lookup follows, so the
-                    // changed inode need not be read back (and checked) for its size.
-                    i.size = end;
-                } else {
-                    s.record(map)?;
-                    i = s.inode(ino)?;
-                }
+            let n = (PAGE as usize - inpg).min(data.len() - done);
+            if fresh[k] {
                 // A fresh page comes as the service found it (see `zero_gap`): what
                 // this write leaves of it below the end of file is a hole.
-                let m = writable_data(&mut s, ino, i.domain)?;
-                let zeros = [0u8; PAGE as usize];
                 if inpg > 0 {
-                    m.write_at(p * PAGE, &zeros[..inpg])?;
-                    m.persist_range(p * PAGE, inpg as u64);
+                    s.write_data(i.domain, p * PAGE, &zeros[..inpg])?;
+                    ranges.push((p * PAGE, inpg as u64));
                 }
-                let written_end = idx * PAGE + (inpg + k) as u64;
-                if written_end < old_size && inpg + k < PAGE as usize {
-                    let tail = p * PAGE + (inpg + k) as u64;
-                    m.write_at(tail, &zeros[inpg + k..])?;
-                    m.persist_range(tail, PAGE - (inpg + k) as u64);
+                let written_end = idx * PAGE + (inpg + n) as u64;
+                if written_end < old_size && inpg + n < PAGE as usize {
+                    let tail = p * PAGE + (inpg + n) as u64;
+                    s.write_data(i.domain, tail, &zeros[inpg + n..])?;
+                    ranges.push((tail, PAGE - (inpg + n) as u64));
                 }
             }
-            let m = writable_data(&mut s, ino, i.domain)?;
-            m.write_at(p * PAGE + inpg as u64, &data[done..done + k])?;
-            m.persist_range(p * PAGE + inpg as u64, k as u64);
-            done += k;
+            let at = p * PAGE + inpg as u64;
+            s.write_data(i.domain, at, &data[done..done + n])?;
+            ranges.push((at, n as u64));
+            done += n;
         }
-        let end = off + data.len() as u64;
-        if end > i.size {
-            s.record(Op::SetSize { ino, size: end })?;
-        }
+        s.persist_data(i.domain, &merge_ranges(ranges))?;
         Ok(end)
     }
 
@@ -343,12 +352,25 @@ impl Pxfs {
     }
 
     /// Makes the file's metadata durable (its data is persisted as it is written).
+    /// Reports, once per open file, a loss of acknowledged operations since it was
+    /// opened or last reported (EIO, [`FsError::Lost`]), as the kernel reports writeback
+    /// errors.
     pub fn fsync(&self, fd: Fd) -> Result<()> {
-        self.shadow(fd, |_| ())?;
-        self.client.sync()
+        let seen = self.shadow(fd, |s| s.seen)?;
+        let r = self.client.sync();
+        let (lost, now) = {
+            let s = self.client.state();
+            (s.lost_since(seen), s.losses())
+        };
+        self.shadow(fd, |s| s.seen = now)?;
+        match lost {
+            Some(e) => Err(e),
+            None => r,
+        }
     }
 
-    /// Closes an open file.
+    /// Closes an open file; reports a loss of acknowledged operations since it was
+    /// opened that no fsync of it reported (EIO, [`FsError::Lost`]).
     pub fn close(&self, fd: Fd) -> Result<()> {
         let sh = self
             .files
@@ -356,14 +378,45 @@ impl Pxfs {
             .unwrap()
             .remove(&fd.0)
             .ok_or_else(|| FsError::BadHandle(format!("fd {} is not open", fd.0)))?;
-        self.client.state().note_close(sh.ino)
+        let mut s = self.client.state();
+        let r = s.note_close(sh.ino);
+        match s.lost_since(sh.seen) {
+            Some(e) => Err(e),
+            None => r,
+        }
+    }
+
+    /// The state with exclusive leases covering directories `dirs` and objects
+    /// `objects` (an object is usually covered by the lease on its directory; a file
+    /// with several names may lie below another directory).
+    fn leased_for(
+        &self,
+        dirs: &[u64],
+        objects: &[u64],
+    ) -> Result<std::sync::MutexGuard<'_, State>> {
+        let mut keys: Vec<(u64, bool)> = dirs.iter().map(|&d| (d, true)).collect();
+        keys.dedup();
+        for _ in 0..2 {
+            let mut s = self.client.leased_all(&keys)?;
+            let more: Vec<u64> = objects
+                .iter()
+                .copied()
+                .filter(|&o| !s.covered(o, true))
+                .collect();
+            if more.is_empty() {
+                return Ok(s);
+            }
+            drop(s);
+            keys.extend(more.into_iter().map(|o| (o, true)));
+        }
+        self.client.leased_all(&keys)
     }
 
     /// Removes a file's name.
     pub fn unlink(&self, path: &str) -> Result<()> {
         let (parent, name, ino) = self.client.resolve_parent(path)?;
         let ino = ino.ok_or_else(|| FsError::NotFound(path.into()))?;
-        let mut s = self.client.leased(parent, true)?;
+        let mut s = self.leased_for(&[parent], &[ino])?;
         if s.inode(ino)?.kind == Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is a directory")));
         }
@@ -378,7 +431,7 @@ impl Pxfs {
     pub fn rmdir(&self, path: &str) -> Result<()> {
         let (parent, name, ino) = self.client.resolve_parent(path)?;
         let ino = ino.ok_or_else(|| FsError::NotFound(path.into()))?;
-        let mut s = self.client.leased(parent, true)?;
+        let mut s = self.leased_for(&[parent], &[ino])?;
         let i = s.inode(ino)?;
         if i.kind != Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is not a directory")));
@@ -393,34 +446,26 @@ impl Pxfs {
         })
     }
 
-    /// Moves `from` to `to`, replacing a file at `to`.
+    /// Moves `from` to `to`, replacing a file at `to` in the same step (POSIX rename:
+    /// `to` names the old file or the new one at every moment, never neither).
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
         let (fp, fname, ino) = self.client.resolve_parent(from)?;
         let ino = ino.ok_or_else(|| FsError::NotFound(from.into()))?;
         let (tp, tname, existing) = self.client.resolve_parent(to)?;
         dir::check_name(tname)?;
-        // One lease must cover both directories at once: take it on their nearest common
-        // ancestor (taking two leases one after the other can livelock against clients
-        // working in either directory).
-        let common = {
-            let mut s = self.client.state();
-            let up_f = s.with_view(|v| Ok(crate::lease::ancestry(v, fp)))?;
-            let up_t = s.with_view(|v| Ok(crate::lease::ancestry(v, tp)))?;
-            up_f.iter()
-                .copied()
-                .find(|x| up_t.contains(x))
-                .unwrap_or(crate::layout::ROOT_INO)
-        };
-        let mut s = self.client.leased(common, true)?;
-        if let Some(old) = existing.filter(|&o| o != ino) {
-            match s.inode(old)?.kind {
-                Kind::Dir => return Err(FsError::Exists(to.into())),
-                _ => s.record(Op::Unlink {
-                    parent: tp,
-                    name: tname.into(),
-                    ino: old,
-                })?,
-            }
+        let replace = existing.filter(|&o| o != ino);
+        if existing == Some(ino) {
+            // Two names of one object: POSIX says rename does nothing.
+            return Ok(());
+        }
+        let objects: Vec<u64> = std::iter::once(ino).chain(replace).collect();
+        let mut s = self.leased_for(&[fp, tp], &objects)?;
+        // Looked up again under the leases: the target may have changed meanwhile.
+        let replace = s.lookup(tp, tname)?.filter(|&o| o != ino);
+        if let Some(old) = replace
+            && s.inode(old)?.kind == Kind::Dir
+        {
+            return Err(FsError::Exists(to.into()));
         }
         s.record(Op::Rename {
             from_parent: fp,
@@ -428,16 +473,85 @@ impl Pxfs {
             to_parent: tp,
             to_name: tname.into(),
             ino,
+            replace: replace.unwrap_or(0),
         })
     }
 
-    /// The names in a directory, sorted.
+    /// Adds the name `new` for the file `existing` (a hard link). Only the file's
+    /// owner, or a user who may read and write it, may name it elsewhere.
+    pub fn link(&self, existing: &str, new: &str) -> Result<()> {
+        let ino = self.client.resolve(existing)?;
+        let (parent, name, found) = self.client.resolve_parent(new)?;
+        dir::check_name(name)?;
+        if found.is_some() {
+            return Err(FsError::Exists(new.into()));
+        }
+        let mut s = self.leased_for(&[parent], &[ino])?;
+        if s.inode(ino)?.kind != Kind::File {
+            return Err(FsError::WrongKind(format!("{existing} is not a file")));
+        }
+        s.record(Op::Link {
+            parent,
+            name: name.into(),
+            ino,
+        })
+    }
+
+    /// Changes the permission bits of `path` (its owner or root only). A file's data
+    /// moves to the domain of its new mode.
+    pub fn chmod(&self, path: &str, mode: u32) -> Result<()> {
+        self.set_attr(
+            path,
+            AttrChange {
+                mode: Some(mode & 0o777),
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Changes the owner and group of `path` (`None` leaves one as it is): only root
+    /// gives a file to another user; its owner may give it to its own group. A file's
+    /// data moves to the domain of its new owner and group.
+    pub fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.set_attr(
+            path,
+            AttrChange {
+                uid,
+                gid,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Sets the modification time of `path`, in nanoseconds since the Unix epoch (its
+    /// owner or root only).
+    pub fn set_mtime(&self, path: &str, mtime: u64) -> Result<()> {
+        self.set_attr(
+            path,
+            AttrChange {
+                mtime: Some(mtime),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn set_attr(&self, path: &str, change: AttrChange) -> Result<()> {
+        let ino = self.client.resolve(path)?;
+        let mut s = self.client.leased(ino, true)?;
+        s.set_attr(ino, change)
+    }
+
+    /// The names in a directory, sorted (read permission on it needed).
     pub fn readdir(&self, path: &str) -> Result<Vec<String>> {
         let ino = self.client.resolve(path)?;
         let mut s = self.client.leased(ino, false)?;
         let d = s.inode(ino)?;
         if d.kind != Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is not a directory")));
+        }
+        let (uid, gid) = s.cred();
+        if !access(uid, gid, d.uid, d.gid, d.mode).read {
+            return Err(FsError::Denied(format!("{path}: may not list it")));
         }
         let (mut names, _) = s.with_view(|v| dir::entries(v, d.root))?;
         names.sort();
@@ -467,24 +581,76 @@ impl Pxfs {
             uid: i.uid,
             gid: i.gid,
             nlink: i.nlink,
+            mtime: i.mtime,
+            ctime: i.ctime,
         })
     }
 
-    /// Ships every pending metadata operation.
+    /// Ships every pending metadata operation; reports, once, a loss of acknowledged
+    /// operations since the last sync (EIO, [`FsError::Lost`]).
     pub fn sync(&self) -> Result<()> {
-        self.client.sync()
+        let r = self.client.sync();
+        let s = self.client.state();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let lost = s.lost_since(*seen);
+        *seen = s.losses();
+        match lost {
+            Some(e) => Err(e),
+            None => r,
+        }
     }
 }
 
-/// Domain `d`'s data space, which must be mapped writable for `ino` to be written.
-fn writable_data(s: &mut State, ino: u64, d: u16) -> Result<&mut Map> {
-    let m = s.data(d)?;
-    if !m.writable() {
-        return Err(FsError::Denied(format!(
-            "inode {ino}: its domain is mapped read-only"
-        )));
+/// Fills the holes among `pages` (data pages of file pages `first..`, 0 for a hole)
+/// with runs of pages reserved to the client in domain `d`, and returns the
+/// map-pages operations that map them: one per run of consecutive holes and pages.
+fn map_holes(s: &mut State, ino: u64, d: u16, first: u64, pages: &mut [u64]) -> Result<Vec<Op>> {
+    let holes = pages.iter().filter(|&&p| p == 0).count() as u64;
+    if holes == 0 {
+        return Ok(Vec::new());
     }
-    Ok(m)
+    let mut fresh = s
+        .page_runs(d, holes)?
+        .into_iter()
+        .flat_map(|(a, n)| a..a + n);
+    let mut ops: Vec<Op> = Vec::new();
+    for (k, p) in pages.iter_mut().enumerate() {
+        if *p != 0 {
+            continue;
+        }
+        *p = fresh
+            .next()
+            .ok_or_else(|| FsError::NoSpace(format!("no page of domain {d}")))?;
+        let index = first + k as u64;
+        match ops.last_mut() {
+            Some(Op::MapPages {
+                index: i0,
+                page: p0,
+                count,
+                ..
+            }) if *i0 + *count == index && *p0 + *count == *p => *count += 1,
+            _ => ops.push(Op::MapPages {
+                ino,
+                index,
+                page: *p,
+                count: 1,
+            }),
+        }
+    }
+    Ok(ops)
+}
+
+/// Byte ranges `(offset, len)` sorted and merged where they touch.
+fn merge_ranges(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (off, len) in v {
+        match out.last_mut() {
+            Some((o, l)) if *o + *l >= off => *l = (*l).max(off + len - *o),
+            _ => out.push((off, len)),
+        }
+    }
+    out
 }
 
 /// Zeroes the bytes `[from, to)` of file `ino` (inode `i`, whose size is `from`) that
@@ -516,9 +682,8 @@ fn zero_gap(s: &mut State, ino: u64, i: &Inode, from: u64, to: u64) -> Result<()
             continue;
         }
         let at = p * PAGE + lo % PAGE;
-        let m = writable_data(s, ino, i.domain)?;
-        m.write_at(at, &zeros[..(hi - lo) as usize])?;
-        m.persist_range(at, hi - lo);
+        s.write_data(i.domain, at, &zeros[..(hi - lo) as usize])?;
+        s.persist_data(i.domain, &[(at, hi - lo)])?;
     }
     Ok(())
 }

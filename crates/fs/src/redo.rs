@@ -153,6 +153,19 @@ impl MetaLog {
 
     /// Makes `changes` durable and applies them in place, atomically: 2 fences.
     pub fn commit<M: Memory + ?Sized>(&mut self, mem: &mut M, changes: &Changes) -> Result<()> {
+        // What recovery relies on: the log only ever holds sealed metadata pages beyond
+        // the superblock and the log itself (a broken seal here would make recovery
+        // refuse the whole volume later; stop where it broke instead).
+        debug_assert!(
+            changes.iter().all(|(&pno, img)| {
+                let tag = Tag::from_u32(le::u32_at(&img[..], BODY + 4));
+                pno > 0
+                    && !(self.sb.log_first..self.sb.log_first + self.sb.log_pages).contains(&pno)
+                    && pno < self.sb.meta_pages
+                    && tag.is_some_and(|t| verify(img, pno, t).is_ok())
+            }),
+            "a commit holds a page that is not a sealed metadata page"
+        );
         let n = changes.len() as u64;
         if n > capacity(&self.sb) {
             return Err(FsError::NoSpace(format!(

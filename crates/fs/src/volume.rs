@@ -39,6 +39,23 @@ fn region_error(path: &Path, e: pmlab_native::RegionError) -> FsError {
     FsError::Foreign(format!("{}: {e}", path.display()))
 }
 
+/// Creates the space file at `path` (which must not exist) with mode 0600 whatever the
+/// umask: the volume's files are the service's alone.
+fn create_private(path: &Path) -> Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| FsError::io(format!("create {}", path.display()), e))?;
+    // The umask can only take bits away; set exactly 0600 whatever it took.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| FsError::io(format!("chmod {}", path.display()), e))?;
+    Ok(f)
+}
+
 fn open(path: &Path, write: bool) -> Result<File> {
     OpenOptions::new()
         .read(true)
@@ -62,11 +79,17 @@ pub fn create(dir: &Path, p: &Params, owner: RootOwner) -> Result<Superblock> {
     std::fs::create_dir_all(dir).map_err(|e| FsError::io(format!("mkdir {}", dir.display()), e))?;
     // Only the service (the volume's owner) may open the files; clients get descriptors.
     use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(|e| FsError::io(format!("chmod {}", dir.display()), e))?;
     let sb = Superblock::plan(p)?;
     let mp = meta_path(dir);
-    let region = Region::create_file(&mp, space_file_len(sb.meta_pages))
-        .map_err(|e| region_error(&mp, e))?;
+    let f = create_private(&mp)?;
+    let region = Region::format(
+        f.into(),
+        RegionSource::Path(mp.clone()),
+        space_file_len(sb.meta_pages),
+    )
+    .map_err(|e| region_error(&mp, e))?;
     let mut m = Writable(Map::from_region(region));
     let sb = mkfs(&mut m, p, owner)?;
     m.0.sync()?;
@@ -103,14 +126,71 @@ pub fn open_meta_rw(dir: &Path) -> Result<(File, Writable)> {
     Ok((f, m))
 }
 
+/// Creates domain `d`'s data space afresh, sized for `sb` (a file left by a domain that
+/// used the number before is removed first: it may still be mapped by a process that
+/// held that domain, which must not reach the new one through it).
+pub fn create_data(dir: &Path, sb: &Superblock, d: u16) -> Result<File> {
+    let p = data_path(dir, d);
+    match std::fs::remove_file(&p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(FsError::io(format!("remove {}", p.display()), e)),
+    }
+    create_private(&p)?;
+    open_data(dir, sb, d, true)
+}
+
+/// Opens domain `d`'s data space for a client's descriptor: read-only, or read-write
+/// if `write`.
+pub fn open_data_for(dir: &Path, d: u16, write: bool) -> Result<File> {
+    open(&data_path(dir, d), write)
+}
+
+/// Refuses to serve a volume whose directory or files another user could write, or
+/// that this process's user does not own: the service must be their only writer, and a
+/// client in a group that may write `meta` could reopen its read-only descriptor
+/// read-write through `/proc/self/fd`. The error names the file, its mode and owner.
+pub fn check_private(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let mut paths = vec![dir.to_path_buf()];
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| FsError::io(format!("list {}", dir.display()), e))?;
+    for e in entries {
+        let e = e.map_err(|e| FsError::io(format!("list {}", dir.display()), e))?;
+        paths.push(e.path());
+    }
+    for p in paths {
+        let m = std::fs::symlink_metadata(&p)
+            .map_err(|e| FsError::io(format!("stat {}", p.display()), e))?;
+        let why = if m.uid() != me {
+            format!("is owned by uid {}, not by the service's uid {me}", m.uid())
+        } else if m.mode() & 0o022 != 0 {
+            format!(
+                "has mode {:o}: its group or others may write it",
+                m.mode() & 0o7777
+            )
+        } else {
+            continue;
+        };
+        return Err(FsError::Denied(format!(
+            "{} {why}; the service must be the only writer of its volume (run it under \
+             the volume's own uid, and chmod go-w the volume directory and its files)",
+            p.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Opens (creating it if `create`) domain `d`'s data space, sized for `sb`.
 pub fn open_data(dir: &Path, sb: &Superblock, d: u16, create: bool) -> Result<File> {
     let p = data_path(dir, d);
+    if create && !p.exists() {
+        create_private(&p)?;
+    }
     let f = OpenOptions::new()
         .read(true)
         .write(true)
-        .create(create)
-        .truncate(false)
         .open(&p)
         .map_err(|e| FsError::io(format!("open {}", p.display()), e))?;
     let want = space_file_len(sb.domain_pages);

@@ -52,9 +52,7 @@ fn holes_and_growth_read_as_zeros_over_stale_pages() {
     let svc = service::spawn(
         &vol,
         &sock,
-        Config {
-            lease_timeout: Duration::from_secs(2),
-        },
+        Config::with_lease_timeout(Duration::from_secs(2)),
     )
     .unwrap();
     let px = Pxfs::mount(&sock).unwrap();

@@ -42,9 +42,7 @@ fn rig() -> Rig {
         mode: 0o777,
     };
     pmlab_fs::volume::create(&vol, &p, root).unwrap();
-    let cfg = Config {
-        lease_timeout: Duration::from_secs(5),
-    };
+    let cfg = Config::with_lease_timeout(Duration::from_secs(5));
     let svc = service::spawn(&vol, &sock, cfg).unwrap();
     Rig {
         _tmp: tmp,

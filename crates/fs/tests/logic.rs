@@ -193,6 +193,7 @@ fn namespace_operations_keep_the_volume_consistent() {
                 to_parent: ROOT_INO,
                 to_name: "h".into(),
                 ino: 3,
+                replace: 0,
             },
             Op::Unlink {
                 parent: ROOT_INO,
@@ -324,6 +325,7 @@ fn invalid_batches_are_rejected_whole_naming_the_operation() {
                     to_parent: 3,
                     to_name: "a".into(),
                     ino: 2,
+                    replace: 0,
                 },
             ],
             "operation 2 (rename): directory inode 2 cannot move below itself",
@@ -467,7 +469,7 @@ fn an_unlinked_open_file_survives_until_reclaimed() {
     );
     assert_eq!(r.summary.data_pages_used, 1);
     let ch = reclaim_orphan(&mut m, sb, 2).unwrap();
-    redo::commit(&mut m, &sb, &ch).unwrap();
+    redo::commit(&mut m, &sb, &ch.changes).unwrap();
     let r = assert_clean(&mut m);
     assert_eq!((r.summary.data_pages_used, r.findings.len()), (0, 0));
 }

@@ -75,9 +75,7 @@ fn concurrent_client_processes_see_one_file_system() {
     let svc = service::spawn(
         &vol,
         &sock,
-        Config {
-            lease_timeout: Duration::from_secs(5),
-        },
+        Config::with_lease_timeout(Duration::from_secs(5)),
     )
     .unwrap();
     {

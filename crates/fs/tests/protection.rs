@@ -122,9 +122,7 @@ fn clients_fault_on_what_they_may_not_write() {
     let svc = service::spawn(
         &vol,
         &sock,
-        Config {
-            lease_timeout: Duration::from_millis(500),
-        },
+        Config::with_lease_timeout(Duration::from_millis(500)),
     )
     .unwrap();
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();

@@ -1,6 +1,8 @@
 //! The service in-process on a socket in a temporary directory, with libFS clients.
 
-use std::os::unix::net::UnixStream;
+mod support;
+use support::raw::Raw;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use pmlab_fs::journal::{Op, encode_batch};
 use pmlab_fs::kvfs::Kvfs;
 use pmlab_fs::layout::Params;
 use pmlab_fs::mkfs::RootOwner;
-use pmlab_fs::proto::{self, RepHeader, Reply, ReqHeader, Request};
+use pmlab_fs::proto::{Reply, Request};
 use pmlab_fs::pxfs::{OpenFlags, Pxfs};
 use pmlab_fs::service::{self, Config, Handle};
 
@@ -51,9 +53,7 @@ fn rig(timeout_ms: u64) -> Rig {
     let svc = service::spawn(
         &vol,
         &sock,
-        Config {
-            lease_timeout: Duration::from_millis(timeout_ms),
-        },
+        Config::with_lease_timeout(Duration::from_millis(timeout_ms)),
     )
     .unwrap();
     Rig {
@@ -260,28 +260,6 @@ fn kvfs_reuses_erased_extents_in_a_fragmented_domain() {
     r.stop_and_check();
 }
 
-fn raw_connect(sock: &Path) -> (UnixStream, u64) {
-    let s = UnixStream::connect(sock).unwrap();
-    let f = proto::recv(&s).unwrap().unwrap();
-    let h: RepHeader = proto::parse(&f.header).unwrap();
-    let Reply::Welcome { client, .. } = h.reply else {
-        panic!()
-    };
-    assert!(f.fd.is_some());
-    (s, client)
-}
-
-fn raw_call(s: &UnixStream, id: u64, req: Request, bin: &[u8]) -> Reply {
-    proto::send(s, &ReqHeader { id, req }, bin, None).unwrap();
-    loop {
-        let f = proto::recv(s).unwrap().unwrap();
-        let h: RepHeader = proto::parse(&f.header).unwrap();
-        if h.id == id {
-            return h.reply;
-        }
-    }
-}
-
 #[test]
 fn forged_and_malformed_journals_change_nothing() {
     let r = rig(2000);
@@ -291,7 +269,7 @@ fn forged_and_malformed_journals_change_nothing() {
         fs.sync().unwrap();
     }
     let before = meta_bytes(&r.vol);
-    let (s, _) = raw_connect(&r.sock);
+    let mut s = Raw::connect(&r.sock);
     // Without a lease, with an inode never reserved, with garbage bytes, with a flipped bit.
     let forged = encode_batch(&[Op::Create {
         parent: 1,
@@ -301,28 +279,26 @@ fn forged_and_malformed_journals_change_nothing() {
         mode: 0o777,
         domain: 0,
     }]);
-    let Reply::Err(e) = raw_call(&s, 1, Request::Ship, &forged) else {
+    let Reply::Err(_, e) = s.call(Request::Ship, &forged) else {
         panic!("accepted a forged batch")
     };
     assert!(
         e.contains("operation 0 (create)") && e.contains("no lease"),
         "{e}"
     );
-    let granted = raw_call(
-        &s,
-        2,
+    let granted = s.call(
         Request::Acquire {
-            ino: 1,
+            key: 1,
             exclusive: true,
         },
         &[],
     );
     assert!(matches!(granted, Reply::Granted { .. }), "{granted:?}");
-    let Reply::Err(e) = raw_call(&s, 3, Request::Ship, &forged) else {
+    let Reply::Err(_, e) = s.call(Request::Ship, &forged) else {
         panic!()
     };
     assert!(e.contains("not reserved"), "{e}");
-    let Reply::Err(e) = raw_call(&s, 4, Request::Ship, b"\x01\x02garbage") else {
+    let Reply::Err(_, e) = s.call(Request::Ship, b"\x01\x02garbage") else {
         panic!()
     };
     assert!(
@@ -332,7 +308,7 @@ fn forged_and_malformed_journals_change_nothing() {
     let mut flipped = forged.clone();
     let last = flipped.len() - 1;
     flipped[last] ^= 1;
-    let Reply::Err(e) = raw_call(&s, 5, Request::Ship, &flipped) else {
+    let Reply::Err(_, e) = s.call(Request::Ship, &flipped) else {
         panic!()
     };
     assert!(e.contains("checksum"), "{e}");
@@ -342,7 +318,7 @@ fn forged_and_malformed_journals_change_nothing() {
         name: "d".into(),
         ino: 2,
     }]);
-    let Reply::Err(e) = raw_call(&s, 6, Request::Ship, &bad) else {
+    let Reply::Err(_, e) = s.call(Request::Ship, &bad) else {
         panic!()
     };
     assert!(e.contains("rmdir") || e.contains("not"), "{e}");
@@ -359,12 +335,10 @@ fn forged_and_malformed_journals_change_nothing() {
 #[test]
 fn a_client_that_stops_answering_loses_its_leases() {
     let r = rig(200);
-    let (s, _) = raw_connect(&r.sock);
-    let granted = raw_call(
-        &s,
-        1,
+    let mut s = Raw::connect(&r.sock);
+    let granted = s.call(
         Request::Acquire {
-            ino: 1,
+            key: 1,
             exclusive: true,
         },
         &[],
@@ -379,7 +353,7 @@ fn a_client_that_stops_answering_loses_its_leases() {
         assert_eq!(fs.readdir("/").unwrap(), vec!["x"]);
     }
     let mut rest = Vec::new();
-    let mut rd = &s;
+    let mut rd = &s.s;
     // The service has closed the connection.
     let got_eof = std::io::Read::read_to_end(&mut rd, &mut rest).is_ok();
     assert!(got_eof);

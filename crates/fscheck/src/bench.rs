@@ -10,7 +10,7 @@ pub mod table2;
 
 use std::path::{Path, PathBuf};
 
-pub use ops::{FileOps, Handle, KernelDir, PxfsVolume, VolumeSize};
+pub use ops::{FileOps, Handle, KernelDir, PxfsMount, PxfsVolume, VolumeSize};
 
 use pmlab_fs::error::{FsError, Result};
 

@@ -48,7 +48,7 @@ use pmlab_fs::domain::Domain;
 use pmlab_fs::error::FsError;
 use pmlab_fs::journal::{decode_batch, encode_batch};
 use pmlab_fs::layout::{Params, Superblock};
-use pmlab_fs::mkfs::{RootOwner, mkfs};
+use pmlab_fs::mkfs::{RootOwner, mkfs_at};
 use pmlab_fs::redo::{self, FaultPlan, MetaLog};
 use snapshot::{ImageRead, first_difference};
 use workload::{DIR_MODE, FILE_MODES, OP_NAMES, Workload};
@@ -344,7 +344,8 @@ fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], MetaLog), Crash
         gid: 0,
         mode: DIR_MODE,
     };
-    let sb = mkfs(&mut m, &volume_params(), owner)?;
+    // A fixed time: the crash images are then a function of the seed.
+    let sb = mkfs_at(&mut m, &volume_params(), owner, 0)?;
     let (mut log, _) = MetaLog::open_with(&mut m, &sb, cfg.faults)?;
     let mut domains = [0u16; 2];
     for (slot, mode) in domains.iter_mut().zip(FILE_MODES) {

@@ -1,6 +1,6 @@
 //! `pmlab fs`: the Aerie file system — build, check and serve volumes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Subcommand;
@@ -124,7 +124,9 @@ enum Cmd {
         #[arg(long)]
         oracle: PathBuf,
     },
-    /// Run the trusted service for a volume on a Unix socket.
+    /// Run the trusted service for a volume on a Unix socket. Run it under a uid of its
+    /// own: it refuses a volume whose directory or files another user could write, or
+    /// that another user owns (mkfs makes them 0600), since it must be their only writer.
     Serve {
         /// The volume directory.
         volume: PathBuf,
@@ -156,8 +158,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             kv_object_pages,
             root_mode,
         } => {
-            let mode = u32::from_str_radix(&root_mode, 8)
-                .with_context(|| format!("--root-mode {root_mode:?} is not an octal mode"))?;
             let p = Params {
                 meta_pages,
                 inodes,
@@ -167,49 +167,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 kv_object_pages,
                 ..Params::default()
             };
-            let owner = pmlab_fs::mkfs::RootOwner::current_user(mode);
-            let sb = pmlab_fs::volume::create(&volume, &p, owner)
-                .with_context(|| format!("mkfs {}", volume.display()))?;
-            println!(
-                "{}: {} metadata pages ({} inodes, {} pool pages, redo log of {} pages), up to {} domains of {} pages",
-                volume.display(),
-                sb.meta_pages,
-                sb.inode_count - 1,
-                sb.meta_pages - sb.pool_first,
-                sb.log_pages,
-                sb.max_domains,
-                sb.domain_pages
-            );
-            Ok(())
+            mkfs(&volume, p, &root_mode)
         }
-        Cmd::Fsck { volume } => {
-            let report = pmlab_fs::fsck::fsck_volume(&volume)
-                .with_context(|| format!("fsck {}", volume.display()))?;
-            for f in &report.findings {
-                println!("{f}");
-            }
-            let s = &report.summary;
-            println!(
-                "{}: {} directories, {} files, {} KVFS objects, {} domains, {} metadata pages and {} data pages in use",
-                volume.display(),
-                s.dirs,
-                s.files,
-                s.kv_objects,
-                s.domains,
-                s.meta_pages_used,
-                s.data_pages_used
-            );
-            let errors = report
-                .findings
-                .iter()
-                .filter(|f| f.severity == pmlab_fs::fsck::Severity::Error)
-                .count();
-            if errors > 0 {
-                anyhow::bail!("{}: {errors} errors", volume.display());
-            }
-            println!("clean");
-            Ok(())
-        }
+        Cmd::Fsck { volume } => fsck(&volume),
         Cmd::Crashtest {
             seed,
             large,
@@ -217,138 +177,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cache_lines,
             samples,
             fault,
-        } => {
-            use pmlab_fs::redo::{FAULTS, Fault, FaultPlan};
-            use pmlab_fscheck::crashtest;
-            let mut cfg = if large {
-                crashtest::Config::large(seed)
-            } else {
-                crashtest::Config::small(seed)
-            };
-            if let Some(b) = batches {
-                cfg.batches = b;
-            }
-            if let Some(c) = cache_lines {
-                anyhow::ensure!(
-                    c.is_power_of_two(),
-                    "--cache-lines {c} is not a power of two"
-                );
-                cfg.cache_lines = c;
-            }
-            if let Some(n) = samples {
-                cfg.pending_samples = n;
-            }
-            if let Some(name) = &fault {
-                let f = Fault::from_name(name)
-                    .filter(|f| FAULTS.contains(f))
-                    .with_context(|| {
-                        let known: Vec<&str> = FAULTS.iter().map(|f| f.name()).collect();
-                        format!("--fault {name:?} is not one of {}", known.join(", "))
-                    })?;
-                cfg.faults = FaultPlan::broken(f);
-            }
-            println!(
-                "crash test: seed {seed}, {} batches, {}-line cache, {} pending subsets per point, protocol {}",
-                cfg.batches, cfg.cache_lines, cfg.pending_samples, cfg.faults
-            );
-            let t = std::time::Instant::now();
-            let report = crashtest::run(&cfg).context("crash test")?;
-            println!("{report}");
-            println!("{:.1} s", t.elapsed().as_secs_f64());
-            anyhow::ensure!(
-                report.passed(),
-                "{} crash images failed the oracle or fsck",
-                report.failures.len()
-            );
-            Ok(())
-        }
+        } => crashtest(seed, large, batches, cache_lines, samples, fault.as_deref()),
         Cmd::Stress {
             volume,
             kills,
             clients,
             seed,
             scm_model,
-        } => {
-            // The driver's own recoveries write back lines too.
-            pmlab_native::scm_model::set_write_model(scm_model);
-            let cfg = pmlab_fscheck::stress::Config {
-                volume: volume.clone(),
-                kills,
-                clients,
-                seed,
-                pmlab: std::env::current_exe().context("locating the pmlab executable")?,
-                scm_model,
-            };
-            println!(
-                "round  killed     ran(ms)  notes  dirs  files  meta-pages  data-pages  acks  checked"
-            );
-            let t0 = std::time::Instant::now();
-            let rounds = pmlab_fscheck::stress::run(&cfg, |r| {
-                println!(
-                    "{:>5}  {:<9}  {:>7}  {:>5}  {:>4}  {:>5}  {:>10}  {:>10}  {:>4}  {:>7}",
-                    r.round,
-                    r.killed,
-                    r.ran_ms,
-                    r.notes_before_recovery,
-                    r.summary.dirs,
-                    r.summary.files,
-                    r.summary.meta_pages_used,
-                    r.summary.data_pages_used,
-                    r.acks,
-                    r.checked
-                )
-            })
-            .with_context(|| format!("stress {}", volume.display()))?;
-            let acks: usize = rounds.iter().map(|r| r.acks).sum();
-            println!(
-                "{} kills in {:.1} s, volume clean and all {acks} fsync acknowledgements kept after every recovery",
-                rounds.len(),
-                t0.elapsed().as_secs_f64()
-            );
-            Ok(())
-        }
+        } => stress(volume, kills, clients, seed, scm_model),
         Cmd::Bench {
             peer,
             scratch,
             files,
             reps,
-        } => {
-            let scratch = scratch.unwrap_or_else(|| {
-                PathBuf::from("/dev/shm").join(format!("pmlab-fs-bench-{}", std::process::id()))
-            });
-            std::fs::create_dir_all(&scratch)
-                .with_context(|| format!("mkdir {}", scratch.display()))?;
-            let cfg = pmlab_fscheck::bench::Config {
-                scratch: scratch.clone(),
-                peer: peer.clone(),
-                files,
-                reps,
-            };
-            let rows = pmlab_fscheck::bench::run(&cfg);
-            let _ = std::fs::remove_dir_all(&scratch);
-            let rows = rows.context("bench")?;
-            let kind = pmlab_fscheck::bench::fs_type(&peer);
-            println!(
-                "4 KiB operations, mean latency per operation (us), median of {reps} runs of {files}"
-            );
-            println!(
-                "{:<8} {:>10} {:>12} {:>8}",
-                "op",
-                "PXFS",
-                kind.as_str(),
-                "ratio"
-            );
-            for r in rows {
-                println!(
-                    "{:<8} {:>10.2} {:>12.2} {:>8.2}",
-                    r.op,
-                    r.pxfs_us,
-                    r.peer_us,
-                    r.pxfs_us / r.peer_us
-                );
-            }
-            Ok(())
-        }
+        } => bench(peer, scratch, files, reps),
         Cmd::StressWorker {
             socket,
             seed,
@@ -369,19 +211,214 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             socket,
             lease_timeout_ms,
             scm_model,
-        } => {
-            match scm_model {
-                Some(m) => pmlab_native::scm_model::set_write_model(m),
-                None => {
-                    pmlab_native::scm_model::set_write_model_from_env()
-                        .map_err(anyhow::Error::msg)?;
-                }
-            }
-            let cfg = pmlab_fs::service::Config {
-                lease_timeout: std::time::Duration::from_millis(lease_timeout_ms),
-            };
-            pmlab_fs::service::serve(&volume, &socket, cfg)
-                .with_context(|| format!("serve {} on {}", volume.display(), socket.display()))
+        } => serve(&volume, &socket, lease_timeout_ms, scm_model),
+    }
+}
+
+/// `pmlab fs mkfs`.
+fn mkfs(volume: &Path, p: Params, root_mode: &str) -> anyhow::Result<()> {
+    let mode = u32::from_str_radix(root_mode, 8)
+        .with_context(|| format!("--root-mode {root_mode:?} is not an octal mode"))?;
+    let owner = pmlab_fs::mkfs::RootOwner::current_user(mode);
+    let sb = pmlab_fs::volume::create(volume, &p, owner)
+        .with_context(|| format!("mkfs {}", volume.display()))?;
+    println!(
+        "{}: {} metadata pages ({} inodes, {} pool pages, redo log of {} pages), up to {} domains of {} pages",
+        volume.display(),
+        sb.meta_pages,
+        sb.inode_count - 1,
+        sb.meta_pages - sb.pool_first,
+        sb.log_pages,
+        sb.max_domains,
+        sb.domain_pages
+    );
+    Ok(())
+}
+
+/// `pmlab fs fsck`: prints every finding; fails on an error.
+fn fsck(volume: &Path) -> anyhow::Result<()> {
+    let report = pmlab_fs::fsck::fsck_volume(volume)
+        .with_context(|| format!("fsck {}", volume.display()))?;
+    for f in &report.findings {
+        println!("{f}");
+    }
+    let s = &report.summary;
+    println!(
+        "{}: {} directories, {} files, {} KVFS objects, {} domains, {} metadata pages and {} data pages in use",
+        volume.display(),
+        s.dirs,
+        s.files,
+        s.kv_objects,
+        s.domains,
+        s.meta_pages_used,
+        s.data_pages_used
+    );
+    let errors = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == pmlab_fs::fsck::Severity::Error)
+        .count();
+    if errors > 0 {
+        anyhow::bail!("{}: {errors} errors", volume.display());
+    }
+    println!("clean");
+    Ok(())
+}
+
+/// `pmlab fs crashtest`.
+fn crashtest(
+    seed: u64,
+    large: bool,
+    batches: Option<usize>,
+    cache_lines: Option<u64>,
+    samples: Option<u32>,
+    fault: Option<&str>,
+) -> anyhow::Result<()> {
+    use pmlab_fs::redo::{FAULTS, Fault, FaultPlan};
+    use pmlab_fscheck::crashtest;
+    let mut cfg = if large {
+        crashtest::Config::large(seed)
+    } else {
+        crashtest::Config::small(seed)
+    };
+    if let Some(b) = batches {
+        cfg.batches = b;
+    }
+    if let Some(c) = cache_lines {
+        anyhow::ensure!(
+            c.is_power_of_two(),
+            "--cache-lines {c} is not a power of two"
+        );
+        cfg.cache_lines = c;
+    }
+    if let Some(n) = samples {
+        cfg.pending_samples = n;
+    }
+    if let Some(name) = fault {
+        let f = Fault::from_name(name)
+            .filter(|f| FAULTS.contains(f))
+            .with_context(|| {
+                let known: Vec<&str> = FAULTS.iter().map(|f| f.name()).collect();
+                format!("--fault {name:?} is not one of {}", known.join(", "))
+            })?;
+        cfg.faults = FaultPlan::broken(f);
+    }
+    println!(
+        "crash test: seed {seed}, {} batches, {}-line cache, {} pending subsets per point, protocol {}",
+        cfg.batches, cfg.cache_lines, cfg.pending_samples, cfg.faults
+    );
+    let t = std::time::Instant::now();
+    let report = crashtest::run(&cfg).context("crash test")?;
+    println!("{report}");
+    println!("{:.1} s", t.elapsed().as_secs_f64());
+    anyhow::ensure!(
+        report.passed(),
+        "{} crash images failed the oracle or fsck",
+        report.failures.len()
+    );
+    Ok(())
+}
+
+/// `pmlab fs stress`: one line per round, then the summary.
+fn stress(
+    volume: PathBuf,
+    kills: u32,
+    clients: u32,
+    seed: u64,
+    scm_model: pmlab_native::scm_model::WriteModel,
+) -> anyhow::Result<()> {
+    // The driver's own recoveries write back lines too.
+    pmlab_native::scm_model::set_write_model(scm_model);
+    let cfg = pmlab_fscheck::stress::Config {
+        volume: volume.clone(),
+        kills,
+        clients,
+        seed,
+        pmlab: std::env::current_exe().context("locating the pmlab executable")?,
+        scm_model,
+    };
+    println!(
+        "round  killed     ran(ms)  notes  dirs  files  meta-pages  data-pages  acks  checked"
+    );
+    let t0 = std::time::Instant::now();
+    let rounds = pmlab_fscheck::stress::run(&cfg, |r| {
+        println!(
+            "{:>5}  {:<9}  {:>7}  {:>5}  {:>4}  {:>5}  {:>10}  {:>10}  {:>4}  {:>7}",
+            r.round,
+            r.killed,
+            r.ran_ms,
+            r.notes_before_recovery,
+            r.summary.dirs,
+            r.summary.files,
+            r.summary.meta_pages_used,
+            r.summary.data_pages_used,
+            r.acks,
+            r.checked
+        )
+    })
+    .with_context(|| format!("stress {}", volume.display()))?;
+    let acks: usize = rounds.iter().map(|r| r.acks).sum();
+    println!(
+        "{} kills in {:.1} s, volume clean and all {acks} fsync acknowledgements kept after every recovery",
+        rounds.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `pmlab fs bench`: Table 2's operations on PXFS beside a kernel directory.
+fn bench(peer: PathBuf, scratch: Option<PathBuf>, files: usize, reps: usize) -> anyhow::Result<()> {
+    let scratch = scratch.unwrap_or_else(|| {
+        PathBuf::from("/dev/shm").join(format!("pmlab-fs-bench-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&scratch).with_context(|| format!("mkdir {}", scratch.display()))?;
+    let cfg = pmlab_fscheck::bench::Config {
+        scratch: scratch.clone(),
+        peer: peer.clone(),
+        files,
+        reps,
+    };
+    let rows = pmlab_fscheck::bench::run(&cfg);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let rows = rows.context("bench")?;
+    let kind = pmlab_fscheck::bench::fs_type(&peer);
+    println!("4 KiB operations, mean latency per operation (us), median of {reps} runs of {files}");
+    println!(
+        "{:<8} {:>10} {:>12} {:>8}",
+        "op",
+        "PXFS",
+        kind.as_str(),
+        "ratio"
+    );
+    for r in rows {
+        println!(
+            "{:<8} {:>10.2} {:>12.2} {:>8.2}",
+            r.op,
+            r.pxfs_us,
+            r.peer_us,
+            r.pxfs_us / r.peer_us
+        );
+    }
+    Ok(())
+}
+
+/// `pmlab fs serve`: runs the service until SIGINT or SIGTERM; refuses (saying why) a
+/// volume whose files another user could write.
+fn serve(
+    volume: &Path,
+    socket: &Path,
+    lease_timeout_ms: u64,
+    scm_model: Option<pmlab_native::scm_model::WriteModel>,
+) -> anyhow::Result<()> {
+    match scm_model {
+        Some(m) => pmlab_native::scm_model::set_write_model(m),
+        None => {
+            pmlab_native::scm_model::set_write_model_from_env().map_err(anyhow::Error::msg)?;
         }
     }
+    let cfg = pmlab_fs::service::Config::with_lease_timeout(std::time::Duration::from_millis(
+        lease_timeout_ms,
+    ));
+    pmlab_fs::service::serve(volume, socket, cfg)
+        .with_context(|| format!("serve {} on {}", volume.display(), socket.display()))
 }

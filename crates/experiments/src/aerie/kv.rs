@@ -62,7 +62,7 @@ impl Target for KvTarget {
         if log.is_some() {
             return Err(unsupported("log file"));
         }
-        for &k in set.existing() {
+        for k in set.existing() {
             self.put(k, set.sizes[k] as usize)?;
         }
         self.kv.sync()

@@ -35,10 +35,15 @@ pub const FIGURE2_VS_RAMFS: [(&str, Option<f64>, Option<f64>); 4] = [
 /// worse on PXFS by an amount the text does not give.
 pub const FIGURE2_PXFS_VS_EXT3: [(&str, f64); 2] = [("fileserver", 0.64), ("webproxy", 0.61)];
 
-/// The issue's targets, derived from the paper: KVFS at least this many times faster
-/// than tmpfs per webproxy iteration (the paper: 1.86 against RamFS).
+/// The targets the reproduction checks (issue 12), derived from the paper: KVFS at
+/// least this many times faster than tmpfs per webproxy iteration (the paper: 1.86
+/// against RamFS).
 pub const TARGET_KVFS_SPEEDUP: f64 = 2.0;
-/// PXFS no slower than tmpfs for 4 KiB reads and writes.
-pub const TARGET_RW_RATIO: f64 = 1.0;
-/// PXFS within this factor of tmpfs for open and create (the paper: 1.85 and 1.45).
-pub const TARGET_OPEN_CREATE_RATIO: f64 = 1.5;
+/// No Table 2 operation slower on PXFS than this factor of tmpfs (the paper's worst is
+/// open, 1.85 against RamFS; create 1.46).
+pub const TARGET_TABLE2_RATIO: f64 = 1.5;
+/// PXFS over tmpfs per iteration, at most: fileserver as in the paper (35% slower than
+/// RamFS), webserver no slower than tmpfs (the paper was 35% slower, for want of the
+/// name cache pmlab's libFS has), varmail (not in the paper) within twice tmpfs.
+pub const TARGET_ITERATION_RATIO: [(&str, f64); 3] =
+    [("fileserver", 1.35), ("webserver", 1.0), ("varmail", 2.0)];

@@ -170,10 +170,29 @@ pub struct VolumeSize {
     pub kv_object_bytes: u64,
 }
 
+/// A PXFS mount (one libFS client) driven through [`FileOps`].
+pub struct PxfsMount {
+    fs: Pxfs,
+}
+
+impl PxfsMount {
+    /// Mounts the volume served on `socket`.
+    pub fn mount(socket: &Path) -> Result<PxfsMount> {
+        Ok(PxfsMount {
+            fs: Pxfs::mount(socket)?,
+        })
+    }
+
+    /// The PXFS mount.
+    pub fn pxfs(&self) -> &Pxfs {
+        &self.fs
+    }
+}
+
 /// A fresh Aerie volume in a scratch directory, served from this process, with one
 /// PXFS mount. The volume and the service go away on drop.
 pub struct PxfsVolume {
-    fs: Option<Pxfs>,
+    fs: Option<PxfsMount>,
     service: Option<pmlab_fs::service::Handle>,
     dir: PathBuf,
     socket: PathBuf,
@@ -212,7 +231,7 @@ impl PxfsVolume {
         )?;
         let service =
             pmlab_fs::service::spawn(&dir, &socket, pmlab_fs::service::Config::default())?;
-        let fs = Pxfs::mount(&socket)?;
+        let fs = PxfsMount::mount(&socket)?;
         Ok(PxfsVolume {
             fs: Some(fs),
             service: Some(service),
@@ -223,7 +242,12 @@ impl PxfsVolume {
 
     /// The PXFS mount.
     pub fn pxfs(&self) -> &Pxfs {
-        self.fs.as_ref().expect("mounted until drop")
+        self.fs.as_ref().expect("mounted until drop").pxfs()
+    }
+
+    /// Another PXFS mount of the volume: a client of its own (a benchmark thread's).
+    pub fn mount(&self) -> Result<PxfsMount> {
+        PxfsMount::mount(&self.socket)
     }
 
     /// A KVFS store in directory `path` of the volume, over a connection of its own.
@@ -265,6 +289,57 @@ fn unique() -> String {
 }
 
 impl FileOps for PxfsVolume {
+    fn name(&self) -> &str {
+        "PXFS"
+    }
+    fn mkdir(&mut self, path: &str) -> Result<()> {
+        self.fs.as_mut().expect("mounted until drop").mkdir(path)
+    }
+    fn create(&mut self, path: &str) -> Result<Handle> {
+        self.fs.as_mut().expect("mounted until drop").create(path)
+    }
+    fn open(&mut self, path: &str, write: bool, append: bool) -> Result<Handle> {
+        self.fs
+            .as_mut()
+            .expect("mounted until drop")
+            .open(path, write, append)
+    }
+    fn read(&mut self, h: Handle, buf: &mut [u8]) -> Result<usize> {
+        self.fs.as_mut().expect("mounted until drop").read(h, buf)
+    }
+    fn pread(&mut self, h: Handle, off: u64, buf: &mut [u8]) -> Result<usize> {
+        self.fs
+            .as_mut()
+            .expect("mounted until drop")
+            .pread(h, off, buf)
+    }
+    fn write(&mut self, h: Handle, data: &[u8]) -> Result<()> {
+        self.fs.as_mut().expect("mounted until drop").write(h, data)
+    }
+    fn pwrite(&mut self, h: Handle, off: u64, data: &[u8]) -> Result<()> {
+        self.fs
+            .as_mut()
+            .expect("mounted until drop")
+            .pwrite(h, off, data)
+    }
+    fn fsync(&mut self, h: Handle) -> Result<()> {
+        self.fs.as_mut().expect("mounted until drop").fsync(h)
+    }
+    fn close(&mut self, h: Handle) -> Result<()> {
+        self.fs.as_mut().expect("mounted until drop").close(h)
+    }
+    fn unlink(&mut self, path: &str) -> Result<()> {
+        self.fs.as_mut().expect("mounted until drop").unlink(path)
+    }
+    fn stat(&mut self, path: &str) -> Result<u64> {
+        self.fs.as_mut().expect("mounted until drop").stat(path)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.fs.as_mut().expect("mounted until drop").sync()
+    }
+}
+
+impl FileOps for PxfsMount {
     fn name(&self) -> &str {
         "PXFS"
     }

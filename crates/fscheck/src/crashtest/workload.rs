@@ -75,15 +75,25 @@ pub struct Workload {
 }
 
 /// The kinds of operation the workload draws, for its statistics.
-pub const OP_NAMES: [&str; 10] = [
-    "create", "mkdir", "extend", "truncate", "rename", "link", "unlink", "rmdir", "kv-put",
+pub const OP_NAMES: [&str; 11] = [
+    "create",
+    "mkdir",
+    "extend",
+    "truncate",
+    "rename",
+    "link",
+    "unlink",
+    "rmdir",
+    "kv-put",
     "kv-erase",
+    "rename-over",
 ];
 /// Relative odds of each kind in [`OP_NAMES`]: files are created, written and removed
 /// more often than directories, as in the metadata mix of file-system benchmarks; KVFS
 /// puts (a new object or a new value for one) and erases are drawn like file writes
-/// and unlinks.
-const OP_WEIGHTS: [u32; 10] = [4, 1, 4, 1, 2, 1, 2, 1, 3, 2];
+/// and unlinks; a rename over an existing file (the atomic replace applications rely
+/// on) as often as a plain one.
+const OP_WEIGHTS: [u32; 11] = [4, 1, 4, 1, 2, 1, 2, 1, 3, 2, 2];
 
 impl Workload {
     /// A model of an empty volume with `inodes` inodes, `domain_pages` data pages per
@@ -161,7 +171,8 @@ impl Workload {
                 6 => self.unlink(rng),
                 7 => self.rmdir(rng),
                 8 => self.kv_put(rng),
-                _ => self.kv_erase(rng),
+                9 => self.kv_erase(rng),
+                _ => self.rename_over(rng),
             };
             // An operation with nothing to act on (no file to unlink yet) is redrawn.
             if let Some(mut more) = drawn {
@@ -432,6 +443,36 @@ impl Workload {
             to_parent,
             to_name,
             ino,
+            replace: 0,
+        }])
+    }
+
+    /// Renames a file over another file's name: the target loses that name (and is
+    /// freed with its pages if it was its last) in the same operation.
+    fn rename_over(&mut self, rng: &mut Xoshiro256PlusPlus) -> Option<Vec<Op>> {
+        let files = self.names(Kind::File);
+        let (from_parent, from_name, ino) = Self::pick(rng, &files)?;
+        let targets: Vec<(u64, String, u64)> =
+            files.into_iter().filter(|(_, _, x)| *x != ino).collect();
+        let (to_parent, to_name, replace) = Self::pick(rng, &targets)?;
+        self.drop_name(to_parent, &to_name);
+        let old = self.nodes.get_mut(&replace).expect("named");
+        old.nlink -= 1;
+        if old.nlink == 0 {
+            let old = self.nodes.remove(&replace).expect("named");
+            let di = self.domain_index(old.domain);
+            self.free_pages[di].extend(old.pages.values());
+            self.free_inodes.insert(replace);
+        }
+        self.drop_name(from_parent, &from_name);
+        self.add_name(to_parent, to_name.clone(), ino);
+        Some(vec![Op::Rename {
+            from_parent,
+            from_name,
+            to_parent,
+            to_name,
+            ino,
+            replace,
         }])
     }
 

@@ -33,6 +33,19 @@ pub struct Args {
     /// file system (default 128).
     #[arg(long)]
     kv_object_kib: Option<u64>,
+    /// Run only these FileBench personalities (comma-separated: fileserver, webserver,
+    /// webproxy, varmail; default: all four).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Threads that run each FileBench personality, each with a file system client of
+    /// its own, as a comma-separated list of counts and `paper` (FileBench's own: 50 for
+    /// fileserver, 100 for webserver and webproxy, 16 for varmail); every entry is a run
+    /// of its own. Default: 1,paper (full), 1 (--quick).
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<aerie::Threads>,
+    /// Skip Table 2 (the microbenchmarks); run only the personalities.
+    #[arg(long)]
+    no_table2: bool,
     /// Do not try ext4 on a loop device.
     #[arg(long)]
     no_ext4: bool,
@@ -57,6 +70,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.progress = !args.common.no_progress;
     config.scratch = args.scratch;
     config.ext4 = !args.no_ext4;
+    if !args.only.is_empty() {
+        for name in &args.only {
+            anyhow::ensure!(
+                aerie::Personality::ALL.iter().any(|p| p.name() == name),
+                "--only {name:?} is not one of fileserver, webserver, webproxy, varmail"
+            );
+        }
+        config
+            .personalities
+            .retain(|(p, _)| args.only.iter().any(|n| n == p.name()));
+    }
+    config.run_table2 = !args.no_table2;
+    if !args.threads.is_empty() {
+        config.threads = args.threads.clone();
+    }
     if let Some(r) = args.reps {
         config.reps = r.max(1);
     }

@@ -5,8 +5,8 @@
 
 mod aerie;
 mod kessler_hill;
-mod osp;
 mod loc;
+mod osp;
 mod spacejmp;
 
 use std::path::PathBuf;

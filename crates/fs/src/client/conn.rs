@@ -1,0 +1,182 @@
+//! libFS's connection to the service.
+//!
+//! Requests go out under a lock; replies come back in the order the service handled
+//! the requests, and the thread that waits for one reads the socket itself: whoever
+//! waits while no one else is reading takes the socket, reads frames until its own
+//! reply comes, and leaves the others' replies for them. A single-threaded application
+//! therefore reads its reply straight off the socket, one hop each way with the
+//! service, and no reader thread or channel sits in between. Revocations come on a
+//! socket of their own (see [`super::revoke`]).
+//!
+//! A grant is recorded in the lease table by whichever thread reads it, the moment it
+//! is read, so that a revocation (which the service sends after the grant it revokes)
+//! always finds the grant once the replies before it have been read.
+
+use rustc_hash::FxHashMap;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crate::error::{FsError, Result};
+use crate::proto::{self, ErrKind, Reply, Request};
+
+/// Leases held: key -> (exclusive, grant number).
+pub type LeaseTable = FxHashMap<u64, (bool, u64)>;
+
+#[derive(Default)]
+pub(crate) struct Recv {
+    /// Whether a thread is reading the socket now.
+    reading: bool,
+    /// Replies read by a thread they were not for, by request number.
+    stash: FxHashMap<u64, (Reply, Vec<OwnedFd>)>,
+    /// Lease requests not yet answered: request number -> (key, exclusive).
+    acquires: FxHashMap<u64, (u64, bool)>,
+    /// Why the connection is gone, once it is.
+    closed: Option<String>,
+}
+
+/// The request socket and what is in flight on it.
+pub(crate) struct Conn {
+    sock: UnixStream,
+    send_lock: Mutex<()>,
+    recv: Mutex<Recv>,
+    cv: Condvar,
+    next_id: AtomicU64,
+    /// The leases this client holds.
+    pub leases: Mutex<LeaseTable>,
+}
+
+/// A refusal as the error it stands for.
+fn refusal(kind: ErrKind, msg: String) -> FsError {
+    match kind {
+        ErrKind::Denied => FsError::Denied(msg),
+        ErrKind::NoSpace => FsError::NoSpace(msg),
+        ErrKind::NotFound => FsError::NotFound(msg),
+        ErrKind::Refused => FsError::Refused(msg),
+    }
+}
+
+impl Conn {
+    pub fn new(sock: UnixStream) -> Conn {
+        Conn {
+            sock,
+            send_lock: Mutex::new(()),
+            recv: Mutex::new(Recv::default()),
+            cv: Condvar::new(),
+            next_id: AtomicU64::new(1),
+            leases: Mutex::new(LeaseTable::default()),
+        }
+    }
+
+    /// Requests sent so far.
+    pub fn requests_sent(&self) -> u64 {
+        self.next_id.load(Ordering::SeqCst) - 1
+    }
+
+    /// Sends a request (with its attachment) without waiting; returns its number.
+    pub fn send(&self, req: &Request, attach: &[u8]) -> Result<u64> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        if let Request::Acquire { key, exclusive } = req {
+            self.lock_recv().acquires.insert(id, (*key, *exclusive));
+        }
+        let frame = proto::encode_request(id, req, attach);
+        let _g = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
+        proto::send_frame(&self.sock, &frame, &[]).inspect_err(|e| {
+            self.lock_recv().closed.get_or_insert(e.to_string());
+            self.cv.notify_all();
+        })?;
+        Ok(id)
+    }
+
+    /// Sends a request and waits for its reply.
+    pub fn call(&self, req: &Request, attach: &[u8]) -> Result<(Reply, Vec<OwnedFd>)> {
+        let id = self.send(req, attach)?;
+        self.wait(id)
+    }
+
+    fn lock_recv(&self) -> MutexGuard<'_, Recv> {
+        self.recv.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for the reply to request `id`; a refusal is its error.
+    pub fn wait(&self, id: u64) -> Result<(Reply, Vec<OwnedFd>)> {
+        let mut g = self.lock_recv();
+        loop {
+            if let Some((r, fds)) = g.stash.remove(&id) {
+                return match r {
+                    Reply::Err(kind, msg) => Err(refusal(kind, msg)),
+                    r => Ok((r, fds)),
+                };
+            }
+            if let Some(why) = &g.closed {
+                return Err(FsError::Protocol(format!(
+                    "the service connection is gone: {why}"
+                )));
+            }
+            g = if g.reading {
+                self.cv.wait(g).unwrap_or_else(|e| e.into_inner())
+            } else {
+                self.read_one(g)
+            };
+        }
+    }
+
+    /// Reads one frame off the socket (the caller holds `g` and no one else is
+    /// reading), records a grant it carries, and stashes it for its waiter.
+    fn read_one<'a>(&'a self, mut g: MutexGuard<'a, Recv>) -> MutexGuard<'a, Recv> {
+        g.reading = true;
+        drop(g);
+        let frame = proto::recv_frame(&self.sock);
+        let mut g = self.lock_recv();
+        g.reading = false;
+        match frame {
+            Ok(Some((body, fds))) => match proto::decode_reply(&body) {
+                Ok((rid, rep)) => {
+                    if let (Some((key, excl)), Reply::Granted { grant }) =
+                        (g.acquires.remove(&rid), &rep)
+                    {
+                        let mut l = self.leases.lock().unwrap_or_else(|e| e.into_inner());
+                        l.insert(key, (excl, *grant));
+                    }
+                    g.stash.insert(rid, (rep, fds));
+                }
+                Err(e) => g.closed = Some(format!("bad reply: {e}")),
+            },
+            Ok(None) => g.closed = Some("the service closed the connection".into()),
+            Err(e) => g.closed = Some(e.to_string()),
+        }
+        self.cv.notify_all();
+        g
+    }
+
+    /// Waits until grant `grant` of `key` has been read (true), or until it is clear
+    /// the client holds no such grant any more (false): nothing for `key` is in flight.
+    pub fn settle_grant(&self, key: u64, grant: u64) -> bool {
+        let mut g = self.lock_recv();
+        loop {
+            let have = self
+                .leases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .map(|h| h.1);
+            if have.is_some_and(|h| h >= grant) {
+                return have == Some(grant);
+            }
+            if g.closed.is_some() || !g.acquires.values().any(|a| a.0 == key) {
+                return false;
+            }
+            g = if g.reading {
+                self.cv.wait(g).unwrap_or_else(|e| e.into_inner())
+            } else {
+                self.read_one(g)
+            };
+        }
+    }
+
+    /// Closes the request socket (the service then lets the client go).
+    pub fn shutdown(&self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+    }
+}

@@ -1,0 +1,147 @@
+//! Reaching file data: the mappings of domains' data spaces (or, for a domain the
+//! client may only write, the service), and changes of attributes, which move data.
+
+use super::state::{DataSpace, State};
+use crate::apply::AttrChange;
+use crate::error::{FsError, Result};
+use crate::map::Map;
+use crate::proto::{DataAccess, Reply, Request};
+
+impl State {
+    /// The domain for this client's new files with permission bits `mode`.
+    pub fn domain_for(&mut self, mode: u32) -> Result<u16> {
+        let mode = mode & 0o777;
+        if let Some(&d) = self.my_domains.get(&mode) {
+            return Ok(d);
+        }
+        let req = Request::Domain {
+            uid: self.uid,
+            gid: self.gid,
+            mode,
+        };
+        let r = match self.conn.call(&req, &[]) {
+            // The service bounds the domains without files a user may have; the creates
+            // this client has journalled may be what would fill them.
+            Err(FsError::NoSpace(m)) if m.contains("client limit") => {
+                self.ship()?;
+                self.conn.call(&req, &[])?
+            }
+            r => r?,
+        };
+        let d = self.install_domain(r)?;
+        self.my_domains.insert(mode, d);
+        Ok(d)
+    }
+
+    /// Installs the data space a domain reply carries; returns the domain.
+    fn install_domain(&mut self, (r, fds): (Reply, Vec<std::os::fd::OwnedFd>)) -> Result<u16> {
+        let Reply::Domain { domain, access } = r else {
+            return Err(FsError::Protocol("expected a domain".into()));
+        };
+        let space = match (access, fds.into_iter().next()) {
+            (DataAccess::WriteOnly, _) => DataSpace::WriteOnly,
+            (a, Some(fd)) => {
+                let f = std::fs::File::from(fd);
+                DataSpace::Mapped(Map::of_data_file(&f, a == DataAccess::ReadWrite)?)
+            }
+            (_, None) => return Err(FsError::Protocol("expected a domain descriptor".into())),
+        };
+        self.domains.insert(domain, space);
+        Ok(domain)
+    }
+
+    fn space(&mut self, d: u16) -> Result<&mut DataSpace> {
+        if !self.domains.contains_key(&d) {
+            let r = self.conn.call(&Request::MapDomain { domain: d }, &[])?;
+            let got = self.install_domain(r)?;
+            if got != d {
+                return Err(FsError::Protocol(format!(
+                    "asked for domain {d}, the service answered domain {got}"
+                )));
+            }
+        }
+        Ok(self.domains.get_mut(&d).expect("installed"))
+    }
+
+    /// The mapping of domain `d`'s data space (writable only if the service allowed
+    /// it); refused for a domain this client may only write, which it cannot map.
+    pub fn data(&mut self, d: u16) -> Result<&mut Map> {
+        match self.space(d)? {
+            DataSpace::Mapped(m) => Ok(m),
+            DataSpace::WriteOnly => Err(FsError::Denied(format!(
+                "domain {d} is write-only to this client: it has no mapping of it"
+            ))),
+        }
+    }
+
+    /// Forgets domain `d`'s mapping after a read or write through it failed (another
+    /// client cut its file short): the next access maps it afresh.
+    pub fn drop_mapping(&mut self, d: u16) {
+        self.domains.remove(&d);
+    }
+
+    /// Reads bytes at byte `off` of domain `d`'s data space.
+    pub fn read_data(&mut self, d: u16, off: u64, buf: &mut [u8]) -> Result<()> {
+        let r = self.data(d)?.read_data(off, buf);
+        if r.is_err() {
+            self.drop_mapping(d);
+        }
+        r
+    }
+
+    /// Writes bytes at byte `off` of domain `d`'s data space: into the writable
+    /// mapping (made durable by [`State::persist_data`]), or through the service for a
+    /// write-only domain (durable when this returns). Refused if the client may not
+    /// write the domain.
+    pub fn write_data(&mut self, d: u16, off: u64, bytes: &[u8]) -> Result<()> {
+        let r = match self.space(d)? {
+            DataSpace::Mapped(m) if m.writable() => m.write_at(off, bytes),
+            DataSpace::Mapped(_) => Err(FsError::Denied(format!("domain {d} is mapped read-only"))),
+            DataSpace::WriteOnly => {
+                let req = Request::WriteData {
+                    domain: d,
+                    offset: off,
+                };
+                self.conn.call(&req, bytes).map(|_| ())
+            }
+        };
+        if matches!(r, Err(FsError::Io { .. })) {
+            self.drop_mapping(d);
+        }
+        r
+    }
+
+    /// Makes the byte ranges `(offset, len)` of domain `d` written through its mapping
+    /// durable: every range written back, then one fence.
+    pub fn persist_data(&mut self, d: u16, ranges: &[(u64, u64)]) -> Result<()> {
+        if let DataSpace::Mapped(m) = self.space(d)? {
+            for &(off, len) in ranges {
+                m.flush_range(off, len);
+            }
+            m.fence();
+        }
+        Ok(())
+    }
+
+    /// Whether this client may write domain `d`'s data.
+    pub fn can_write(&mut self, d: u16) -> Result<bool> {
+        Ok(match self.space(d)? {
+            DataSpace::Mapped(m) => m.writable(),
+            DataSpace::WriteOnly => true,
+        })
+    }
+
+    /// Changes the attributes of `ino` through the service, which moves a file's data
+    /// to the domain of its new owner, group and mode. The journal goes first, so the
+    /// service sees every change this client made to the object before.
+    pub fn set_attr(&mut self, ino: u64, change: AttrChange) -> Result<()> {
+        self.ship()?;
+        self.conn.call(&Request::SetAttr { ino, change }, &[])?;
+        // The inode changed behind the cache: its page and tree go.
+        let sb = self.sb;
+        let (pno, _) = sb.inode_pos(ino);
+        self.cache.forget_pages(&sb, std::iter::once(pno));
+        self.cache.forget_leaves(ino);
+        Ok(())
+    }
+}

@@ -1,0 +1,299 @@
+//! libFS: the untrusted client library.
+//!
+//! It maps the volume's metadata read-only and reads it directly — path resolution,
+//! directory listings, inode attributes, radix trees — without calling the service. It
+//! writes file data directly into the data spaces of domains it may write. Metadata
+//! changes go into a journal (and into a local overlay so the client sees its own
+//! changes at once) that is shipped to the service in batches: when it grows, on fsync,
+//! before taking a new lease, and when the service revokes a lease.
+//!
+//! Open files are the client's own business until another client could care: as in
+//! Aerie (§5.1), the client keeps its open files (shadow objects) to itself and tells
+//! the service about them only when it gives back a lease (a revocation: another client
+//! may be about to unlink or rename them) or ships a batch that unlinks one of them.
+//! Every open file is covered by a lease the client held when it opened it, and the
+//! client gives back leases only through a release that registers its open files first,
+//! so the service never frees a file some client still holds open. Opening and closing
+//! a file therefore cost no call into the service in the common case.
+//!
+//! A batch is checked locally with the service's own validator before anything is
+//! recorded, so a batch of a client that keeps to its leases is never refused. If the
+//! service still refuses one (it took the client's leases after a lease timeout, a
+//! limit was reached, the connection went), the operations in it, which the
+//! application was told had succeeded, are lost: the loss is kept and reported as EIO
+//! ([`FsError::Lost`]) by the next fsync and close of every file open at the time and
+//! by the next sync of the mount, the way the kernel reports writeback errors.
+
+mod conn;
+mod data;
+mod reserve;
+mod revoke;
+mod state;
+
+pub use reserve::ExtentAsk;
+pub use state::{SHIP_OPS, State};
+
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{FsError, Result};
+use crate::inode::{Kind, access};
+use crate::layout::{ROOT_INO, Superblock};
+use crate::map::{Map, ReadOnly};
+use crate::proto::{self, Reply, Request};
+use crate::txn::Changes;
+use conn::Conn;
+use reserve::RESERVE_FIRST;
+
+/// A connection to the service: the mount of one volume.
+pub struct Client {
+    conn: Arc<Conn>,
+    state: Arc<Mutex<State>>,
+    client_id: u64,
+    /// The client's end of the revocation socket (shut down to stop the revoker).
+    rev: UnixStream,
+    revoker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Client {
+    /// Connects to the service listening on `socket` and maps the volume read-only.
+    pub fn connect(socket: &Path) -> Result<Client> {
+        let s = UnixStream::connect(socket)
+            .map_err(|e| FsError::io(format!("connect {}", socket.display()), e))?;
+        let Some((body, fds)) = proto::recv_frame(&s)? else {
+            return Err(FsError::Protocol(
+                "the service closed the connection".into(),
+            ));
+        };
+        let (_, welcome) =
+            proto::decode_reply(&body).map_err(|e| FsError::Protocol(format!("welcome: {e}")))?;
+        let mut fds = fds.into_iter();
+        let (Reply::Welcome { client, uid, gid }, Some(meta_fd), Some(rev_fd)) =
+            (welcome, fds.next(), fds.next())
+        else {
+            return Err(FsError::Protocol(
+                "expected a welcome with the metadata and revocation descriptors".into(),
+            ));
+        };
+        let file = std::fs::File::from(meta_fd);
+        let mut meta = ReadOnly(Map::of_file(&file, false)?);
+        let sb = Superblock::read(&mut meta)?;
+        let rev = UnixStream::from(rev_fd);
+        let conn = Arc::new(Conn::new(s));
+        let state = Arc::new(Mutex::new(State {
+            meta,
+            sb,
+            uid,
+            gid,
+            overlay: Changes::new(),
+            batch_pages: Default::default(),
+            inflight: Vec::new(),
+            journal: Vec::new(),
+            inodes: BTreeSet::new(),
+            pages: FxHashMap::default(),
+            domains: FxHashMap::default(),
+            my_domains: FxHashMap::default(),
+            names: FxHashMap::default(),
+            opens: FxHashMap::default(),
+            cache: Default::default(),
+            inode_batch: RESERVE_FIRST,
+            page_batch: RESERVE_FIRST,
+            inode_refill: None,
+            page_refill: FxHashMap::default(),
+            meta_cursor: sb.pool_first,
+            lost: 0,
+            lost_why: String::new(),
+            conn: conn.clone(),
+        }));
+        let rev2 = rev
+            .try_clone()
+            .map_err(|e| FsError::io("dup the revocation socket", e))?;
+        let (c2, s2) = (conn.clone(), state.clone());
+        let revoker = std::thread::spawn(move || revoke::revoker(rev2, c2, s2));
+        Ok(Client {
+            conn,
+            state,
+            client_id: client,
+            rev,
+            revoker: Some(revoker),
+        })
+    }
+
+    /// Requests sent to the service so far (each takes a round trip).
+    pub fn requests_sent(&self) -> u64 {
+        self.conn.requests_sent()
+    }
+
+    /// The number the service gave this client.
+    pub fn id(&self) -> u64 {
+        self.client_id
+    }
+
+    /// Locks the client state for one operation.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        // A caller that panicked holding the state leaves it as consistent as any
+        // operation's early return would; the unmount that follows still needs it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes sure the client holds a lease covering `key`, shipping its journal first
+    /// (a new lease may make other clients' changes visible, which the overlay would
+    /// hide), and returns the locked state with the lease held.
+    pub fn leased(&self, key: u64, exclusive: bool) -> Result<MutexGuard<'_, State>> {
+        self.leased_all(&[(key, exclusive)])
+    }
+
+    /// Makes sure the client holds leases covering every `(key, exclusive)` at once and
+    /// returns the locked state with them held. Leases are asked for in key order, so
+    /// that two clients asking for the same pair do not take one each and trade them
+    /// back and forth.
+    pub fn leased_all(&self, keys: &[(u64, bool)]) -> Result<MutexGuard<'_, State>> {
+        let mut keys = keys.to_vec();
+        keys.sort_unstable();
+        let mut gave_back = false;
+        for _ in 0..64 {
+            let mut s = self.state();
+            let missing: Vec<(u64, bool)> = keys
+                .iter()
+                .copied()
+                .filter(|&(k, e)| !s.covered(k, e))
+                .collect();
+            if missing.is_empty() {
+                return Ok(s);
+            }
+            // A refused batch is a loss, recorded for fsync and close to report; the
+            // lease is still worth asking for.
+            let _ = s.ship();
+            drop(s);
+            for (key, exclusive) in missing {
+                match self.conn.call(&Request::Acquire { key, exclusive }, &[]) {
+                    Ok(_) => {}
+                    // The service caps the leases a client holds: give them all back
+                    // (a lease is cheap to take again) and ask once more.
+                    Err(FsError::NoSpace(m)) if m.contains("client limit") && !gave_back => {
+                        self.give_back_leases()?;
+                        gave_back = true;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            // The ancestries cached before the grants may have led elsewhere; what was
+            // read under leases held all along stands.
+            self.state().cache_forget_ancestries();
+        }
+        Err(FsError::Refused(format!(
+            "leases on {keys:?} revoked again and again"
+        )))
+    }
+
+    /// Gives every lease back (after shipping the journal and registering open files,
+    /// as a revocation does).
+    fn give_back_leases(&self) -> Result<()> {
+        let mut s = self.state();
+        let _ = s.ship();
+        if let Some(inos) = s.register_opens(|_| true) {
+            self.conn.call(&Request::Opened { inos }, &[])?;
+        }
+        let held: Vec<(u64, u64)> = {
+            let mut l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+            let v = l.iter().map(|(&k, &(_, g))| (k, g)).collect();
+            l.clear();
+            v
+        };
+        for (key, grant) in held {
+            self.conn.call(&Request::Release { key, grant }, &[])?;
+        }
+        s.forget_cached();
+        Ok(())
+    }
+
+    /// Ships the journal (the durability point of metadata operations).
+    pub fn sync(&self) -> Result<()> {
+        self.state().ship()
+    }
+
+    /// Leases currently held: (object, exclusive).
+    pub fn leases(&self) -> Vec<(u64, bool)> {
+        let mut v: Vec<_> = self
+            .conn
+            .leases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(a, b)| (*a, b.0))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Resolves an absolute path to (parent directory, last name, object if it exists),
+    /// taking shared leases on the directories it walks. Every directory walked must
+    /// be searchable by the client (the service refuses the leases too).
+    pub fn resolve_parent<'p>(&self, path: &'p str) -> Result<(u64, &'p str, Option<u64>)> {
+        let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+        if !path.starts_with('/') {
+            return Err(FsError::BadName {
+                name: path.into(),
+                why: "paths are absolute",
+            });
+        }
+        let Some((last, dirs)) = comps.split_last() else {
+            return Ok((ROOT_INO, "", Some(ROOT_INO)));
+        };
+        let mut d = ROOT_INO;
+        for c in dirs {
+            let mut s = self.leased(d, false)?;
+            searchable(&mut s, d, path)?;
+            d = s
+                .lookup(d, c)?
+                .ok_or_else(|| FsError::NotFound(path.into()))?;
+            if s.inode(d)?.kind != Kind::Dir {
+                return Err(FsError::WrongKind(format!(
+                    "{c} in {path} is not a directory"
+                )));
+            }
+        }
+        let mut s = self.leased(d, false)?;
+        searchable(&mut s, d, path)?;
+        let last_ino = s.lookup(d, last)?;
+        Ok((d, last, last_ino))
+    }
+
+    /// Resolves an absolute path to its object.
+    pub fn resolve(&self, path: &str) -> Result<u64> {
+        let (_, _, i) = self.resolve_parent(path)?;
+        i.ok_or_else(|| FsError::NotFound(path.into()))
+    }
+}
+
+/// Refuses a walk through directory `d` the client may not search.
+fn searchable(s: &mut State, d: u64, path: &str) -> Result<()> {
+    let i = s.inode(d)?;
+    let (uid, gid) = s.cred();
+    if !access(uid, gid, i.uid, i.gid, i.mode).exec {
+        return Err(FsError::Denied(format!(
+            "{path}: directory inode {d} is not searchable by uid {uid}"
+        )));
+    }
+    Ok(())
+}
+
+impl State {
+    fn cache_forget_ancestries(&mut self) {
+        self.cache.forget_ancestries();
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.sync();
+        self.conn.shutdown();
+        let _ = self.rev.shutdown(std::net::Shutdown::Both);
+        if let Some(r) = self.revoker.take() {
+            let _ = r.join();
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! libFS's pools of inodes and data pages reserved to it, refilled ahead of need.
+
+use super::state::State;
+use crate::error::{FsError, Result};
+use crate::proto::{Reply, Request};
+
+/// Inodes and pages asked for by the first reservation. Each further reservation asks
+/// for twice as many, up to [`RESERVE_MAX`]: a client that creates many files pays for
+/// few round trips, one that creates a few does not hoard (reserved resources are lost
+/// to others until used or given back at disconnect; the service also caps them).
+pub(super) const RESERVE_FIRST: u32 = 32;
+/// The largest reservation asked for at once, on a large volume.
+const RESERVE_MAX: u32 = 1024;
+
+/// The largest reservation of one of `total` resources (a volume's inodes, or a
+/// domain's pages) asked for at once: a 512th of them, between [`RESERVE_FIRST`] and
+/// [`RESERVE_MAX`], so that the clients of one user (a benchmark's hundred threads)
+/// hold a small part of a small volume ahead of need, well within the service's limits.
+pub(super) fn reserve_max(total: u64) -> u32 {
+    (total / 512).clamp(u64::from(RESERVE_FIRST), u64::from(RESERVE_MAX)) as u32
+}
+
+/// A reservation of an extent asked for and not yet answered ([`State::ask_extents`]).
+pub struct ExtentAsk {
+    id: u64,
+    domain: u16,
+    pages: u64,
+}
+
+impl State {
+    /// Sends a reservation request without waiting for the answer.
+    fn ask_reserve(&self, inodes: u32, domain: u16, pages: u32, extent: u32) -> Result<u64> {
+        let req = Request::Reserve {
+            inodes,
+            domain,
+            pages,
+            extent,
+        };
+        self.conn.send(&req, &[])
+    }
+
+    /// Asks for a reservation and waits for it. The service counts what this client's
+    /// journal has used but not yet shipped as still reserved, so a refusal for the
+    /// client's limit is met by shipping the journal and asking once more.
+    fn reserve_now(
+        &mut self,
+        inodes: u32,
+        d: u16,
+        pages: u32,
+        extent: u32,
+    ) -> Result<(Vec<u64>, Vec<u64>)> {
+        let id = self.ask_reserve(inodes, d, pages, extent)?;
+        match self.collect_reserve(id, d) {
+            Err(FsError::NoSpace(m)) if m.contains("client limit") => {
+                self.ship()?;
+                let id = self.ask_reserve(inodes, d, pages, extent)?;
+                self.collect_reserve(id, d)
+            }
+            r => r,
+        }
+    }
+
+    /// Waits for the answer to a reservation and adds what it granted to the pools.
+    fn collect_reserve(&mut self, id: u64, d: u16) -> Result<(Vec<u64>, Vec<u64>)> {
+        match self.conn.wait(id)? {
+            (Reply::Reserved { inodes, pages }, _) => {
+                self.inodes.extend(inodes.iter().copied());
+                if !pages.is_empty() {
+                    self.pages
+                        .entry(d)
+                        .or_default()
+                        .extend(pages.iter().copied());
+                }
+                Ok((inodes, pages))
+            }
+            _ => Err(FsError::Protocol("expected a reservation".into())),
+        }
+    }
+
+    /// A free inode reserved to this client.
+    ///
+    /// The next batch is asked for while a quarter of the current one is left, and
+    /// collected when the pool runs dry: a run of creates then seldom waits for the
+    /// service, which may be busy applying a batch this client shipped a moment ago
+    /// (its requests are served in order). A client that stops creating holds at most
+    /// one batch more than it used.
+    pub fn take_inode(&mut self) -> Result<u64> {
+        if self.inodes.is_empty()
+            && let Some(id) = self.inode_refill.take()
+        {
+            // A refusal (no inode left) is asked again below, and reported from there.
+            let _ = self.collect_reserve(id, 0);
+        }
+        if self.inodes.is_empty() {
+            let want = self.next_inode_batch();
+            self.reserve_now(want, 0, 0, 1)?;
+        }
+        if self.inode_refill.is_none() && (self.inodes.len() as u32) * 8 <= self.inode_batch {
+            let want = self.next_inode_batch();
+            self.inode_refill = Some(self.ask_reserve(want, 0, 0, 1)?);
+        }
+        self.inodes
+            .first()
+            .copied()
+            .ok_or_else(|| FsError::NoSpace("no inode reserved".into()))
+    }
+
+    fn next_inode_batch(&mut self) -> u32 {
+        let want = self.inode_batch;
+        self.inode_batch = (want * 2).min(reserve_max(self.sb.inode_count));
+        want
+    }
+
+    fn next_page_batch(&mut self) -> u32 {
+        let want = self.page_batch;
+        self.page_batch = (want * 2).min(reserve_max(self.sb.domain_pages));
+        want
+    }
+
+    fn pages_left(&self, d: u16) -> u64 {
+        self.pages.get(&d).map_or(0, |v| v.len())
+    }
+
+    /// Makes sure at least `n` free data pages of domain `d` are reserved to this
+    /// client (each holds whatever the domain last held there: libFS zeroes what a file
+    /// must read as zeros), and asks for the next batch ahead of need, like the inode
+    /// pool ([`State::take_inode`]).
+    pub fn reserve_pages(&mut self, d: u16, n: u64) -> Result<()> {
+        if self.pages_left(d) < n
+            && let Some(id) = self.page_refill.remove(&d)
+        {
+            let _ = self.collect_reserve(id, d);
+        }
+        while self.pages_left(d) < n {
+            let short = u32::try_from(n - self.pages_left(d)).unwrap_or(u32::MAX);
+            let want = self.next_page_batch().max(short);
+            let (_, got) = self.reserve_now(0, d, want, 1)?;
+            if got.is_empty() {
+                return Err(FsError::NoSpace(format!("no page of domain {d}")));
+            }
+        }
+        if !self.page_refill.contains_key(&d)
+            && (self.pages_left(d) as u32).saturating_mul(8) <= self.page_batch
+        {
+            let want = self.next_page_batch();
+            let id = self.ask_reserve(0, d, want, 1)?;
+            self.page_refill.insert(d, id);
+        }
+        Ok(())
+    }
+
+    /// A free data page of domain `d`, reserved to this client (see
+    /// [`State::reserve_pages`]).
+    pub fn take_page(&mut self, d: u16) -> Result<u64> {
+        self.reserve_pages(d, 1)?;
+        self.pages
+            .get(&d)
+            .and_then(|v| v.first())
+            .ok_or_else(|| FsError::NoSpace(format!("no page of domain {d}")))
+    }
+
+    /// `n` free data pages of domain `d` reserved to this client, as runs of
+    /// consecutive pages `(first, count)`, lowest first. They stay in the pool until a
+    /// recorded operation uses them, so a write plans all its extents first and then
+    /// records them in one step.
+    pub fn page_runs(&mut self, d: u16, n: u64) -> Result<Vec<(u64, u64)>> {
+        self.reserve_pages(d, n)?;
+        let mut out = Vec::new();
+        let mut need = n;
+        for (start, end) in self.pages[&d].runs() {
+            if need == 0 {
+                break;
+            }
+            let k = (end - start).min(need);
+            out.push((start, k));
+            need -= k;
+        }
+        Ok(out)
+    }
+
+    /// Up to `count` extents of `n` consecutive free data pages of domain `d`,
+    /// reserved to this client: their first pages, at least one.
+    pub fn take_extents(&mut self, d: u16, n: u64, count: u64) -> Result<Vec<u64>> {
+        let ask = self.ask_extents(d, n, count)?;
+        match self.extent_answer(ask) {
+            Err(FsError::NoSpace(m)) if m.contains("client limit") => {
+                self.ship()?;
+                let ask = self.ask_extents(d, n, count)?;
+                self.extent_answer(ask)
+            }
+            r => r,
+        }
+    }
+
+    /// Asks for up to `count` extents of `n` consecutive free data pages of domain `d`
+    /// without waiting; the answer is collected by [`State::extent_answer`] (KVFS asks
+    /// for its next objects while it still has some, see `crate::kvfs`). The extents
+    /// need not adjoin one another, so an erased object's extent serves again.
+    pub fn ask_extents(&mut self, d: u16, n: u64, count: u64) -> Result<ExtentAsk> {
+        let pages = u32::try_from(n.saturating_mul(count))
+            .map_err(|_| FsError::NoSpace(format!("{count} extents of {n} pages")))?;
+        Ok(ExtentAsk {
+            id: self.ask_reserve(0, d, pages, n as u32)?,
+            domain: d,
+            pages: n,
+        })
+    }
+
+    /// The first pages of the extents `ask` asked for, now reserved to this client.
+    pub fn extent_answer(&mut self, ask: ExtentAsk) -> Result<Vec<u64>> {
+        let (d, n) = (ask.domain, ask.pages);
+        let (_, pages) = self.collect_reserve(ask.id, d)?;
+        let whole = pages
+            .chunks(n as usize)
+            .all(|c| c.len() as u64 == n && c.windows(2).all(|w| w[1] == w[0] + 1));
+        if pages.is_empty() || !whole {
+            return Err(FsError::Protocol(format!(
+                "reservation of {n}-page extents in domain {d} answered with {} pages not in whole extents",
+                pages.len()
+            )));
+        }
+        Ok(pages.chunks(n as usize).map(|c| c[0]).collect())
+    }
+}

@@ -1,0 +1,482 @@
+//! What libFS keeps per mounted volume, and recording and shipping its journal.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::conn::{Conn, LeaseTable};
+use crate::apply::{Authority, apply_batch_from};
+use crate::cache::{CachedRadix, MetaCache};
+use crate::dir;
+use crate::error::{FsError, Result};
+use crate::inode::{Inode, Kind};
+use crate::journal::{Op, encode_batch};
+use crate::layout::Superblock;
+use crate::lease::ancestry;
+use crate::map::{Map, ReadOnly};
+use crate::mkfs::now_ns;
+use crate::overlay::Overlay;
+use crate::pool::PagePool;
+use crate::proto::Request;
+use crate::radix;
+use crate::txn::Changes;
+use crate::view::{MediaView, PageSource};
+
+/// Ship the journal once it holds this many operations.
+pub const SHIP_OPS: usize = 256;
+/// Wait for shipped batches and drop the overlay once it holds this many pages. A
+/// journal shipped because it grew is not waited for (the service applies it while the
+/// client goes on, seeing its own changes through the overlay it keeps); this bounds
+/// the memory that costs.
+const OVERLAY_MAX_PAGES: usize = 8192;
+
+/// How this client reaches a domain's data.
+pub(crate) enum DataSpace {
+    /// Through a mapping (read-only, or read-write if it may write the domain).
+    Mapped(Map),
+    /// Through the service: the client may write the domain but not read it.
+    WriteOnly,
+}
+
+/// What libFS keeps per mounted volume.
+pub struct State {
+    pub(super) meta: ReadOnly,
+    pub(super) sb: Superblock,
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    pub(super) overlay: Changes,
+    /// Pages the journal not yet shipped changes (what one service transaction holds).
+    pub(super) batch_pages: FxHashSet<u64>,
+    /// Requests (ships, registrations, releases) whose replies were not waited for yet.
+    pub(super) inflight: Vec<u64>,
+    pub(super) journal: Vec<Op>,
+    /// Inodes reserved to this client (looked up and removed by every create).
+    pub(super) inodes: BTreeSet<u64>,
+    /// Data pages reserved to this client, by domain, as runs: every page a batch uses
+    /// is looked up and removed, a KVFS object's extent in one step.
+    pub(super) pages: FxHashMap<u16, PagePool>,
+    pub(super) domains: FxHashMap<u16, DataSpace>,
+    pub(super) my_domains: FxHashMap<u32, u16>,
+    /// Names looked up or created, per directory: looked up by `&str`, with no
+    /// allocation per lookup.
+    pub(super) names: FxHashMap<u64, FxHashMap<String, u64>>,
+    /// Open files: inode -> (local opens, whether the service knows of them).
+    pub(super) opens: FxHashMap<u64, (u32, bool)>,
+    pub(super) cache: MetaCache,
+    pub(super) inode_batch: u32,
+    pub(super) page_batch: u32,
+    /// The next inode batch, asked for and not yet collected.
+    pub(super) inode_refill: Option<u64>,
+    /// The next page batch of each domain, asked for and not yet collected.
+    pub(super) page_refill: FxHashMap<u16, u64>,
+    /// Where the local check's metadata page search starts (next-fit, as the service's).
+    pub(super) meta_cursor: u64,
+    /// Losses of acknowledged operations so far (a sequence, like the kernel's errseq:
+    /// each open file reports each loss once) and what the last one was.
+    pub(super) lost: u64,
+    pub(super) lost_why: String,
+    pub(super) conn: Arc<Conn>,
+}
+
+pub(super) struct LocalAuth<'a> {
+    pub cred: (u32, u32),
+    pub leases: &'a LeaseTable,
+    pub inodes: &'a BTreeSet<u64>,
+    pub pages: &'a FxHashMap<u16, PagePool>,
+    pub opens: &'a FxHashMap<u64, (u32, bool)>,
+    pub now: u64,
+}
+
+impl Authority for LocalAuth<'_> {
+    fn cred(&self) -> (u32, u32) {
+        self.cred
+    }
+    fn holds_lease(&self, ino: u64) -> bool {
+        self.leases.get(&ino).is_some_and(|h| h.0)
+    }
+    fn inode_reserved(&self, ino: u64) -> bool {
+        self.inodes.contains(&ino)
+    }
+    fn page_reserved(&self, d: u16, p: u64) -> bool {
+        self.pages.get(&d).is_some_and(|v| v.contains(p))
+    }
+    fn first_unreserved(&self, d: u16, first: u64, count: u64) -> Option<u64> {
+        match self.pages.get(&d) {
+            Some(v) => v.first_missing(first, count),
+            None => (count > 0).then_some(first),
+        }
+    }
+    fn is_open(&self, ino: u64) -> bool {
+        self.opens.contains_key(&ino)
+    }
+    fn seals_changes(&self) -> bool {
+        false
+    }
+    fn now(&self) -> u64 {
+        self.now
+    }
+}
+
+impl State {
+    /// A checked view of the metadata as this client sees it (its own changes included).
+    pub fn with_view<T>(
+        &mut self,
+        f: impl FnOnce(&mut MediaView<'_, Overlay<'_, ReadOnly>>) -> Result<T>,
+    ) -> Result<T> {
+        // Torn pages (the service rewriting one in place) are re-read by the overlay.
+        let mut o = Overlay::new(&mut self.meta, &self.overlay);
+        let mut v = MediaView::with_sb(&mut o, self.sb);
+        f(&mut v)
+    }
+
+    /// The read-only mapping of the metadata space.
+    pub fn meta_map(&self) -> &Map {
+        &self.meta.0
+    }
+
+    /// The superblock.
+    pub fn sb(&self) -> &Superblock {
+        &self.sb
+    }
+
+    /// Inode `ino` as this client sees it.
+    pub fn inode(&mut self, ino: u64) -> Result<Inode> {
+        if let Some(i) = self.cache.inode(ino) {
+            return Ok(i);
+        }
+        let i = self.with_view(|v| v.inode(ino))?;
+        self.cache.put_inode(ino, i);
+        Ok(i)
+    }
+
+    /// Forgets cached metadata: what was read may no longer be protected by a lease.
+    pub fn forget_cached(&mut self) {
+        self.cache.clear();
+        self.names.clear();
+    }
+
+    /// Looks `name` up in directory `dino` (through the name cache).
+    pub fn lookup(&mut self, dino: u64, name: &str) -> Result<Option<u64>> {
+        if let Some(&i) = self.names.get(&dino).and_then(|d| d.get(name)) {
+            return Ok(Some(i));
+        }
+        let d = self.inode(dino)?;
+        if d.kind != Kind::Dir {
+            return Err(FsError::WrongKind(format!(
+                "inode {dino} is not a directory"
+            )));
+        }
+        let r = self.with_view(|v| dir::lookup(v, d.root, name))?;
+        if let Some(i) = r {
+            self.names
+                .entry(dino)
+                .or_default()
+                .insert(name.to_string(), i);
+        }
+        Ok(r)
+    }
+
+    /// Whether the client holds a lease covering `key` (on it or above it).
+    pub fn covered(&mut self, key: u64, exclusive: bool) -> bool {
+        if self.cache.ancestry(key).is_none() {
+            let up = self.with_view(|v| Ok(ancestry(v, key))).unwrap_or_default();
+            self.cache.put_ancestry(key, up);
+        }
+        let up = self.cache.ancestry(key).unwrap_or_default();
+        let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+        up.iter()
+            .any(|x| l.get(x).is_some_and(|&(e, _)| e || !exclusive))
+    }
+
+    /// Records `op` after checking it locally exactly as the service will.
+    pub fn record(&mut self, op: Op) -> Result<()> {
+        self.record_all(vec![op])
+    }
+
+    /// Records `ops` (all or none) after checking them locally exactly as the service
+    /// will; one check of several operations reads the pages they share once.
+    pub fn record_all(&mut self, ops: Vec<Op>) -> Result<()> {
+        let conn = self.conn.clone();
+        // Held across the check so a revocation cannot slip between check and record
+        // (the revoker needs the state lock, which the caller holds, to act anyway).
+        let leases = conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+        let sb = self.sb;
+        let out = {
+            let auth = LocalAuth {
+                cred: (self.uid, self.gid),
+                leases: &leases,
+                inodes: &self.inodes,
+                pages: &self.pages,
+                opens: &self.opens,
+                now: now_ns(),
+            };
+            let mut o = Overlay::for_txn(&mut self.meta, &self.overlay);
+            apply_batch_from(&mut o, sb, &auth, &ops, self.meta_cursor)
+                .map_err(|r| FsError::Refused(r.why))?
+        };
+        drop(leases);
+        self.meta_cursor = out.meta_cursor;
+        self.cache.forget_pages(&sb, out.changes.keys().copied());
+        for (p, img) in out.changes {
+            self.batch_pages.insert(p);
+            self.overlay.insert(p, img);
+        }
+        for i in &out.used_inodes {
+            self.inodes.remove(i);
+        }
+        for &(d, first, count) in &out.used_pages {
+            if let Some(v) = self.pages.get_mut(&d) {
+                v.remove(first..first + count);
+            }
+        }
+        if !out.freed_inodes.is_empty() {
+            // A lease on a freed inode names nothing (the service forgets it too).
+            let mut l = conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+            for ino in &out.freed_inodes {
+                l.remove(ino);
+            }
+        }
+        self.note_names(&ops);
+        self.journal.extend(ops);
+        if self.overlay.len() > OVERLAY_MAX_PAGES {
+            self.ship()?;
+        } else if self.journal.len() >= SHIP_OPS
+            || self.batch_pages.len() as u64 > crate::redo::capacity(&self.sb) / 2
+        {
+            self.send_journal()?;
+        }
+        Ok(())
+    }
+
+    /// Keeps the name cache in step with recorded operations.
+    fn note_names(&mut self, ops: &[Op]) {
+        for op in ops {
+            match op {
+                Op::Unlink { parent, name, .. } | Op::Rmdir { parent, name, .. } => {
+                    if let Some(d) = self.names.get_mut(parent) {
+                        d.remove(name);
+                    }
+                    self.cache.forget_ancestries();
+                }
+                Op::Rename {
+                    from_parent,
+                    from_name,
+                    to_parent,
+                    to_name,
+                    ino,
+                    ..
+                } => {
+                    if let Some(d) = self.names.get_mut(from_parent) {
+                        d.remove(from_name);
+                    }
+                    self.names
+                        .entry(*to_parent)
+                        .or_default()
+                        .insert(to_name.clone(), *ino);
+                    self.cache.forget_ancestries();
+                }
+                // The creator holds the lease on the directory: the name is its to know.
+                Op::Create {
+                    parent, name, ino, ..
+                }
+                | Op::Link { parent, name, ino } => {
+                    self.names
+                        .entry(*parent)
+                        .or_default()
+                        .insert(name.clone(), *ino);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Notes that operations the application was told had succeeded were lost; the
+    /// next fsync or close of every file open now, and the next sync, report it.
+    pub(crate) fn record_loss(&mut self, why: &str) {
+        self.lost += 1;
+        self.lost_why = why.to_string();
+    }
+
+    /// Losses of acknowledged operations so far (see [`State::lost_since`]).
+    pub fn losses(&self) -> u64 {
+        self.lost
+    }
+
+    /// The error to report to a holder that has seen `seen` losses, if there was one
+    /// since.
+    pub fn lost_since(&self, seen: u64) -> Option<FsError> {
+        (self.lost > seen).then(|| FsError::Lost(self.lost_why.clone()))
+    }
+
+    /// Ships the journal and waits for the service to apply it and every batch
+    /// shipped before (fsync); then drops the overlay, which the mapping now shows.
+    /// A batch the service refused is a loss of what it held (see
+    /// [`State::record_loss`]) and the error returned.
+    pub fn ship(&mut self) -> Result<()> {
+        let r = self.send_journal().and_then(|_| self.wait_inflight());
+        if let Err(e) = &r {
+            self.record_loss(&e.to_string());
+        }
+        if !self.overlay.is_empty() {
+            let pages: Vec<u64> = self.overlay.keys().copied().collect();
+            self.overlay.clear();
+            if r.is_ok() {
+                // The service may have placed directory and radix pages elsewhere than
+                // this client did: what was read from the pages the batches changed
+                // goes. Everything else was read under leases still held and stands,
+                // names included (they map to inode numbers the client chose itself).
+                let sb = self.sb;
+                self.cache.forget_pages(&sb, pages.into_iter());
+            } else {
+                self.forget_cached();
+            }
+        }
+        r.map_err(|e| FsError::Lost(e.to_string()))
+    }
+
+    /// Ships the journal without waiting for the service to apply it.
+    pub(super) fn send_journal(&mut self) -> Result<()> {
+        if self.journal.is_empty() {
+            return Ok(());
+        }
+        // The service decides whether an unlinked file is freed or kept as an orphan by
+        // whether it is open, so it must learn of the open files this batch unlinks (or
+        // replaces by a rename).
+        let unlinked: Vec<u64> = self
+            .journal
+            .iter()
+            .filter_map(|op| match op {
+                Op::Unlink { ino, .. } => Some(*ino),
+                Op::Rename { replace, .. } if *replace != 0 => Some(*replace),
+                _ => None,
+            })
+            .collect();
+        if let Some(inos) = self.register_opens(|ino| unlinked.contains(&ino)) {
+            let id = self.conn.send(&Request::Opened { inos }, &[])?;
+            self.inflight.push(id);
+        }
+        let batch = encode_batch(&self.journal);
+        self.journal.clear();
+        self.batch_pages.clear();
+        let id = self.conn.send(&Request::Ship, &batch)?;
+        self.inflight.push(id);
+        Ok(())
+    }
+
+    /// Waits for the replies to everything shipped; the first refusal is the answer.
+    pub(super) fn wait_inflight(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        for id in std::mem::take(&mut self.inflight) {
+            if let Err(e) = self.conn.wait(id)
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
+    }
+
+    /// Marks the open files `pick` selects among those the service does not know of as
+    /// known, and returns them (None: there are none) for an `Opened` request.
+    pub(super) fn register_opens(&mut self, pick: impl Fn(u64) -> bool) -> Option<Vec<u64>> {
+        let mut inos = Vec::new();
+        for (&ino, (_, known)) in self.opens.iter_mut() {
+            if !*known && pick(ino) {
+                *known = true;
+                inos.push(ino);
+            }
+        }
+        (!inos.is_empty()).then(|| {
+            inos.sort_unstable();
+            inos
+        })
+    }
+
+    /// The data page holding page `index` of file `ino`, whose inode is `inode` (0: a hole).
+    pub fn page_of(&mut self, ino: u64, inode: &Inode, index: u64) -> Result<u64> {
+        match inode.kind {
+            Kind::Kv => Ok(if inode.root != 0 && index < self.sb.kv_object_pages {
+                inode.root + index
+            } else {
+                0
+            }),
+            // Only lookups of the file as it is on the media are remembered: the inode
+            // passed in may be one the caller changed, and its tree one not yet written.
+            _ if self.cache.inode(ino) == Some(*inode) => {
+                if let Some(p) = self.cache.leaf(ino, index) {
+                    return Ok(p);
+                }
+                let mut cache = std::mem::take(&mut self.cache);
+                let r = self.with_view(|v| {
+                    let mut c = CachedRadix {
+                        inner: v,
+                        cache: &mut cache,
+                    };
+                    radix::lookup(&mut c, inode, index)
+                });
+                if let Ok(p) = r {
+                    cache.put_leaf(ino, index, p);
+                }
+                self.cache = cache;
+                r
+            }
+            _ => self.with_view(|v| radix::lookup(v, inode, index)),
+        }
+    }
+
+    /// Notes that the client holds `ino` open. The service hears of it only if it
+    /// must (see the module documentation).
+    pub fn note_open(&mut self, ino: u64) {
+        self.opens.entry(ino).or_insert((0, false)).0 += 1;
+    }
+
+    /// Notes that the client closed `ino` once; tells the service when the last local
+    /// open of a file it knows of is gone, so it can free the file if it was unlinked.
+    pub fn note_close(&mut self, ino: u64) -> Result<()> {
+        let Some(o) = self.opens.get_mut(&ino) else {
+            return Ok(());
+        };
+        o.0 -= 1;
+        if o.0 > 0 {
+            return Ok(());
+        }
+        let known = o.1;
+        self.opens.remove(&ino);
+        if !known {
+            return Ok(());
+        }
+        // A pending unlink of the object must reach the service before the close that
+        // lets it free the object.
+        if self.journal.iter().any(|op| {
+            matches!(op, Op::Unlink { ino: i, .. } if *i == ino)
+                || matches!(op, Op::Rename { replace, .. } if *replace == ino)
+        }) {
+            self.ship()?;
+        }
+        self.conn.call(&Request::Close { ino }, &[]).map(|_| ())
+    }
+
+    /// Open files the service knows of (registered when a lease was given back or an
+    /// unlink shipped), sorted.
+    pub fn registered_opens(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .opens
+            .iter()
+            .filter(|(_, o)| o.1)
+            .map(|(i, _)| *i)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Operations recorded and not yet shipped (each one journal record).
+    pub fn pending_ops(&self) -> &[Op] {
+        &self.journal
+    }
+
+    /// The client's credentials as the kernel reported them to the service.
+    pub fn cred(&self) -> (u32, u32) {
+        (self.uid, self.gid)
+    }
+}

@@ -1,0 +1,236 @@
+//! POSIX pieces users reach for at once: chmod and chown (which move a file's data
+//! between permission domains), hard links, timestamps, and rename over an existing
+//! file as one step.
+
+mod support;
+use pmlab_testkit::child;
+use support::users::{Kid, Rig, mark, root_or_skip, sock};
+
+use pmlab_fs::FsError;
+use pmlab_fs::inode::Kind;
+use pmlab_fs::journal::Op;
+use pmlab_fs::pxfs::{OpenFlags, Pxfs};
+
+fn read_all(fs: &Pxfs, path: &str) -> pmlab_fs::Result<Vec<u8>> {
+    let fd = fs.open(path, OpenFlags::default())?;
+    let mut b = vec![0u8; 1 << 16];
+    let n = fs.pread(fd, 0, &mut b)?;
+    fs.close(fd)?;
+    b.truncate(n);
+    Ok(b)
+}
+
+fn domain_of(fs: &Pxfs, path: &str) -> u16 {
+    let ino = fs.stat(path).unwrap().ino;
+    fs.client().state().inode(ino).unwrap().domain
+}
+
+const CHMOD_TEST: &str = "chmod_and_chown_move_a_file_between_domains";
+
+/// Another user: tries to read, write and chmod `/f`.
+fn other_user() {
+    let fs = Pxfs::mount(&sock()).unwrap();
+    match read_all(&fs, "/f") {
+        Ok(b) => mark(&format!("read {}", b.len())),
+        Err(e) => mark(&format!("read-refused {e}")),
+    }
+    let w = fs.open(
+        "/f",
+        OpenFlags {
+            write: true,
+            append: true,
+            ..Default::default()
+        },
+    );
+    match w.and_then(|fd| fs.write(fd, b"+").and_then(|_| fs.close(fd))) {
+        Ok(()) => mark("write ok"),
+        Err(e) => mark(&format!("write-refused {e}")),
+    }
+    match fs.chmod("/f", 0o666) {
+        Ok(()) => mark("chmod ok"),
+        Err(e) => mark(&format!("chmod-refused {e}")),
+    }
+}
+
+fn as_user(uid: u32, sock: &std::path::Path) -> String {
+    let (st, log) = Kid::spawn(CHMOD_TEST, "other", uid, uid, sock).finish();
+    assert!(st.success(), "{log}");
+    log
+}
+
+#[test]
+fn chmod_and_chown_move_a_file_between_domains() {
+    child::branch(|_| other_user());
+    if !root_or_skip(CHMOD_TEST) {
+        return;
+    }
+    let rig = Rig::quick(0o755);
+    let fs = Pxfs::mount(&rig.sock).unwrap();
+    let data: Vec<u8> = (0..3 * 4096 + 100).map(|i| (i % 251) as u8).collect();
+    let fd = fs.create("/f", 0o644).unwrap();
+    fs.write(fd, &data).unwrap();
+    fs.close(fd).unwrap();
+    fs.sync().unwrap();
+    let d0 = domain_of(&fs, "/f");
+    let log = as_user(1001, &rig.sock);
+    assert!(
+        log.contains(&format!("MARK read {}", data.len())) && log.contains("write-refused"),
+        "{log}"
+    );
+    assert!(
+        log.contains("MARK chmod-refused"),
+        "only the owner may chmod: {log}"
+    );
+
+    fs.chmod("/f", 0o600).unwrap();
+    let st = fs.stat("/f").unwrap();
+    assert_eq!(st.mode, 0o600);
+    assert_ne!(
+        domain_of(&fs, "/f"),
+        d0,
+        "the data stayed in the 0644 domain"
+    );
+    assert!(read_all(&fs, "/f").unwrap() == data, "chmod lost the data");
+    let log = as_user(1001, &rig.sock);
+    assert!(
+        log.contains("MARK read-refused"),
+        "a 0600 file read by another user: {log}"
+    );
+
+    fs.chown("/f", Some(1001), Some(1001)).unwrap();
+    let st = fs.stat("/f").unwrap();
+    assert_eq!((st.uid, st.gid, st.mode), (1001, 1001, 0o600));
+    let log = as_user(1001, &rig.sock);
+    assert!(
+        log.contains(&format!("MARK read {}", data.len()))
+            && log.contains("MARK write ok")
+            && log.contains("MARK chmod ok"),
+        "the new owner may read, write and chmod its file: {log}"
+    );
+    // Now 0666: another user may write it, but still not chmod it.
+    let log = as_user(1002, &rig.sock);
+    assert!(
+        log.contains("MARK write ok") && log.contains("MARK chmod-refused"),
+        "{log}"
+    );
+    let mut want = data.clone();
+    want.extend_from_slice(b"++");
+    let got = read_all(&fs, "/f").unwrap();
+    assert!(
+        got == want,
+        "{} bytes read back, {} written",
+        got.len(),
+        want.len()
+    );
+    assert_eq!(fs.stat("/f").unwrap().mode, 0o666);
+    drop(fs);
+    rig.stop_and_check();
+}
+
+#[test]
+fn link_adds_a_name_and_unlink_takes_one() {
+    let rig = Rig::quick(0o777);
+    let fs = Pxfs::mount(&rig.sock).unwrap();
+    fs.mkdir("/d", 0o755).unwrap();
+    let fd = fs.create("/f", 0o644).unwrap();
+    fs.write(fd, b"one file").unwrap();
+    fs.close(fd).unwrap();
+    fs.link("/f", "/d/h").unwrap();
+    assert_eq!(fs.stat("/f").unwrap().nlink, 2);
+    assert_eq!(fs.stat("/f").unwrap().ino, fs.stat("/d/h").unwrap().ino);
+    assert!(matches!(fs.link("/f", "/d/h"), Err(FsError::Exists(_))));
+    assert!(matches!(fs.link("/d", "/e"), Err(FsError::WrongKind(_))));
+    fs.unlink("/f").unwrap();
+    fs.sync().unwrap();
+    assert_eq!(read_all(&fs, "/d/h").unwrap(), b"one file");
+    assert_eq!(fs.stat("/d/h").unwrap().nlink, 1);
+    drop(fs);
+    rig.stop_and_check();
+}
+
+#[test]
+fn timestamps_follow_changes() {
+    let rig = Rig::quick(0o777);
+    let fs = Pxfs::mount(&rig.sock).unwrap();
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(3));
+    let fd = fs.create("/t", 0o644).unwrap();
+    fs.fsync(fd).unwrap();
+    let s0 = fs.stat("/t").unwrap();
+    let now = pmlab_fs::mkfs::now_ns();
+    assert!(
+        s0.mtime > 0 && s0.mtime == s0.ctime && s0.mtime <= now,
+        "{s0:?}"
+    );
+    let root0 = fs.stat("/").unwrap();
+    pause();
+    fs.write(fd, b"later").unwrap();
+    fs.fsync(fd).unwrap();
+    let s1 = fs.stat("/t").unwrap();
+    assert!(
+        s1.mtime > s0.mtime && s1.ctime > s0.ctime,
+        "{s0:?} then {s1:?}"
+    );
+    pause();
+    fs.chmod("/t", 0o600).unwrap();
+    let s2 = fs.stat("/t").unwrap();
+    assert!(
+        s2.mtime == s1.mtime && s2.ctime > s1.ctime,
+        "{s1:?} then {s2:?}"
+    );
+    fs.set_mtime("/t", 1_000_000_000).unwrap();
+    assert_eq!(fs.stat("/t").unwrap().mtime, 1_000_000_000);
+    pause();
+    let fd2 = fs.create("/u", 0o644).unwrap();
+    fs.fsync(fd2).unwrap();
+    let root1 = fs.stat("/").unwrap();
+    assert!(
+        root1.mtime > root0.mtime,
+        "a create did not touch its directory's mtime"
+    );
+    fs.close(fd).unwrap();
+    fs.close(fd2).unwrap();
+    drop(fs);
+    rig.stop_and_check();
+}
+
+#[test]
+fn rename_over_an_existing_file_is_one_operation() {
+    let rig = Rig::quick(0o777);
+    let fs = Pxfs::mount(&rig.sock).unwrap();
+    for (p, v) in [("/old", "old contents"), ("/new", "new contents")] {
+        let fd = fs.create(p, 0o644).unwrap();
+        fs.write(fd, v.as_bytes()).unwrap();
+        fs.close(fd).unwrap();
+    }
+    fs.sync().unwrap();
+    let old = fs.stat("/old").unwrap().ino;
+    let reader = fs.open("/old", OpenFlags::default()).unwrap();
+    fs.rename("/new", "/old").unwrap();
+    // One record: no batch boundary can fall between the target's removal and the move.
+    {
+        let s = fs.client().state();
+        let ops = s.pending_ops();
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert!(
+            matches!(&ops[0], Op::Rename { replace, .. } if *replace == old),
+            "{ops:?}"
+        );
+    }
+    fs.sync().unwrap();
+    assert_eq!(read_all(&fs, "/old").unwrap(), b"new contents");
+    assert!(fs.stat("/new").is_err());
+    // The replaced file, still open, reads as it was; it goes when closed.
+    let mut b = [0u8; 32];
+    let n = fs.pread(reader, 0, &mut b).unwrap();
+    assert_eq!(&b[..n], b"old contents");
+    fs.close(reader).unwrap();
+    let kind = fs
+        .client()
+        .state()
+        .with_view(|v| pmlab_fs::view::PageSource::inode(v, old))
+        .unwrap()
+        .kind;
+    assert_eq!(kind, Kind::Free);
+    drop(fs);
+    rig.stop_and_check();
+}
