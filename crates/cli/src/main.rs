@@ -32,6 +32,9 @@ enum Command {
     Fs(cmd::fs::Args),
     /// SpaceJMP address spaces and segments: create, list, inspect, remove, check, stress.
     Vas(cmd::vas::Args),
+    /// Durable transactions: the papers' workloads under each protocol, timed beside
+    /// PMDK, crash-explored on the model, killed at random moments.
+    Tx(cmd::tx::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Scm(a) => cmd::scm::run(a),
         Command::Fs(a) => cmd::fs::run(a),
         Command::Vas(a) => cmd::vas::run(a),
+        Command::Tx(a) => cmd::tx::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

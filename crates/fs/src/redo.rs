@@ -28,7 +28,7 @@
 //! its records are laid over it: a log that would replay anything else is corruption,
 //! refused by name rather than written over the volume.
 //!
-//! [`Protocol`] carries deliberate bugs ([`Fault`], see [`FAULTS`]) for crash tests
+//! [`FaultPlan`] carries deliberate bugs ([`Fault`], see [`FAULTS`]) for crash tests
 //! only: the crash explorer on the machine model (`pmlab_fscheck::crashtest`) must catch each
 //! one, which is how we know it would catch a real one.
 
@@ -43,7 +43,7 @@ use crate::layout::Superblock;
 use crate::media::{BODY, MediaRead, PAGE, Tag, le, verify};
 use crate::txn::Changes;
 
-pub use pmlab_tx::{Fault, Protocol};
+pub use pmlab_tx::{Fault, FaultPlan};
 
 /// The faults of the commit protocol that crash tests inject (pmlab-tx's redo faults).
 pub const FAULTS: [Fault; 3] = Fault::REDO;
@@ -133,21 +133,21 @@ impl MetaLog {
     /// Recovers the log (replaying its last transaction, see [`inspect`] for what is
     /// checked first) and returns the handle and what the log held.
     pub fn open<M: Memory + ?Sized>(mem: &mut M, sb: &Superblock) -> Result<(MetaLog, LogState)> {
-        Self::open_with(mem, sb, Protocol::CORRECT)
+        Self::open_with(mem, sb, FaultPlan::CORRECT)
     }
 
-    /// [`MetaLog::open`] under `protocol`: a log written with a broken checksum is read
+    /// [`MetaLog::open`] under `faults`: a log written with a broken checksum is read
     /// with the same checksum, as its (broken) recovery would, and later commits run
-    /// `protocol` too. Crash tests only.
+    /// `faults` too. Crash tests only.
     pub fn open_with<M: Memory + ?Sized>(
         mem: &mut M,
         sb: &Superblock,
-        protocol: Protocol,
+        faults: FaultPlan,
     ) -> Result<(MetaLog, LogState)> {
-        let (state, _) = inspect_with(mem, sb, protocol)?;
+        let (state, _) = inspect_with(mem, sb, faults)?;
         let (base, len) = area(sb);
         let (log, _) =
-            RedoLog::open_with_protocol(mem, base, len, protocol).map_err(|e| fs_error(sb, e))?;
+            RedoLog::open_with_faults(mem, base, len, faults).map_err(|e| fs_error(sb, e))?;
         Ok((MetaLog { log, sb: *sb }, state))
     }
 
@@ -256,13 +256,13 @@ pub fn inspect<R: MediaRead + ?Sized>(
     mem: &mut R,
     sb: &Superblock,
 ) -> Result<(LogState, LoggedPages)> {
-    inspect_with(mem, sb, Protocol::CORRECT)
+    inspect_with(mem, sb, FaultPlan::CORRECT)
 }
 
 fn inspect_with<R: MediaRead + ?Sized>(
     mem: &mut R,
     sb: &Superblock,
-    protocol: Protocol,
+    faults: FaultPlan,
 ) -> Result<(LogState, LoggedPages)> {
     let (base, len) = area(sb);
     let corrupt = |offset: u64, why: String| FsError::Corrupt {
@@ -291,7 +291,7 @@ fn inspect_with<R: MediaRead + ?Sized>(
     }
     let mut image = vec![0u8; (REDO_HEADER + body_len) as usize];
     mem.media_read(base, &mut image)?;
-    let log = match decode_redo_with(&image, protocol) {
+    let log = match decode_redo_with(&image, faults) {
         Ok(log) => log,
         Err(RedoDecodeError::Magic) => unreachable!("the magic was checked above"),
         Err(_) => return Ok((LogState::Torn, Vec::new())),
@@ -371,13 +371,13 @@ pub fn recover<M: Memory + ?Sized>(mem: &mut M, sb: &Superblock) -> Result<LogSt
     Ok(MetaLog::open(mem, sb)?.1)
 }
 
-/// [`recover`] under `protocol` (see [`MetaLog::open_with`]).
+/// [`recover`] under `faults` (see [`MetaLog::open_with`]).
 pub fn recover_with<M: Memory + ?Sized>(
     mem: &mut M,
     sb: &Superblock,
-    protocol: Protocol,
+    faults: FaultPlan,
 ) -> Result<LogState> {
-    Ok(MetaLog::open_with(mem, sb, protocol)?.1)
+    Ok(MetaLog::open_with(mem, sb, faults)?.1)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@
 //! their own and that recovery is explored the same way: a crash while recovering must
 //! recover again to the same state.
 //!
-//! A broken [`Protocol`] (one of [`pmlab_fs::redo::FAULTS`], pmlab-tx's redo faults) must
+//! A broken [`FaultPlan`] (one of [`pmlab_fs::redo::FAULTS`], pmlab-tx's redo faults) must
 //! make the exploration fail: that is the evidence that it would catch a real bug.
 //! `skip-apply-fence` only shows once a later batch's log overwrites the one that
 //! still vouches for the unfenced pages, so a run needs at least two batches.
@@ -49,7 +49,7 @@ use pmlab_fs::error::FsError;
 use pmlab_fs::journal::{decode_batch, encode_batch};
 use pmlab_fs::layout::{Params, Superblock};
 use pmlab_fs::mkfs::{RootOwner, mkfs};
-use pmlab_fs::redo::{self, MetaLog, Protocol};
+use pmlab_fs::redo::{self, FaultPlan, MetaLog};
 use snapshot::{ImageRead, first_difference};
 use workload::{DIR_MODE, FILE_MODES, OP_NAMES, Workload};
 
@@ -80,7 +80,7 @@ pub struct Config {
     pub stride: usize,
     /// The commit protocol (correct, or with one deliberate bug, see
     /// [`pmlab_fs::redo::FAULTS`]).
-    pub protocol: Protocol,
+    pub faults: FaultPlan,
     /// Stop exploring after this many failures.
     pub max_failures: usize,
     /// Per batch, how many crash images whose recovery replays the log are booted on a
@@ -101,7 +101,7 @@ impl Config {
             granularity: Granularity::EveryOp,
             pending_samples: 2,
             stride: 1,
-            protocol: Protocol::CORRECT,
+            faults: FaultPlan::CORRECT,
             max_failures: 8,
             recovery_crashes: 1,
         }
@@ -336,7 +336,7 @@ fn serve(
 
 /// Builds the volume on a fresh machine: mkfs, then one permission domain per file
 /// mode (the service adds domains in transactions of their own, as here). Returns the
-/// log handle the batches commit through, running `cfg.protocol`.
+/// log handle the batches commit through, running `cfg.faults`.
 fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], MetaLog), CrashTestError> {
     let mut m = Machine::new(machine_config(cfg))?;
     let owner = RootOwner {
@@ -345,7 +345,7 @@ fn build(cfg: &Config) -> Result<(Machine, Superblock, [u16; 2], MetaLog), Crash
         mode: DIR_MODE,
     };
     let sb = mkfs(&mut m, &volume_params(), owner)?;
-    let (mut log, _) = MetaLog::open_with(&mut m, &sb, cfg.protocol)?;
+    let (mut log, _) = MetaLog::open_with(&mut m, &sb, cfg.faults)?;
     let mut domains = [0u16; 2];
     for (slot, mode) in domains.iter_mut().zip(FILE_MODES) {
         let d = Domain {
@@ -374,10 +374,10 @@ fn explore_recovery(
     want: Recovered,
 ) -> Result<(usize, usize, Vec<Failure>), CrashTestError> {
     let mut m = Machine::with_image(machine_config(cfg), image)?;
-    let protocol = cfg.protocol;
+    let faults = cfg.faults;
     let (res, rec) = m.record(|m| -> pmlab_fs::Result<()> {
         let sb = Superblock::read(m)?;
-        redo::recover_with(m, &sb, protocol)?;
+        redo::recover_with(m, &sb, faults)?;
         Ok(())
     });
     res?;
@@ -459,7 +459,7 @@ pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
         for k in kinds {
             report.ops_by_kind[k] += 1;
         }
-        let mut oracle = Oracle::new(cfg.protocol, &before, &after);
+        let mut oracle = Oracle::new(cfg.faults, &before, &after);
         // Images whose recovery replays the log, to crash that recovery in turn.
         let mut replays: Vec<(Vec<u8>, Recovered)> = Vec::new();
         if let Some(o) = rec.overflow() {

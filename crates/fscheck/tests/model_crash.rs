@@ -3,7 +3,7 @@
 //! the acknowledged batches (and perhaps the one in flight, whole); each broken commit
 //! protocol must be caught.
 
-use pmlab_fs::redo::{FAULTS, Protocol};
+use pmlab_fs::redo::{FAULTS, FaultPlan};
 use pmlab_fscheck::crashtest::{self, Config};
 
 #[test]
@@ -36,10 +36,10 @@ fn every_crash_point_recovers_to_a_whole_prefix_of_the_batches() {
     assert!(kinds.iter().all(|n| *n > 0), "{kinds:?}");
 }
 
-/// A run of `batches` batches under `protocol`.
-fn under(protocol: Protocol, batches: usize) -> crashtest::Report {
+/// A run of `batches` batches under `faults`.
+fn under(faults: FaultPlan, batches: usize) -> crashtest::Report {
     let cfg = Config {
-        protocol,
+        faults,
         batches,
         ..Config::small(1)
     };
@@ -53,7 +53,7 @@ fn under(protocol: Protocol, batches: usize) -> crashtest::Report {
 #[test]
 fn broken_commit_protocols_are_caught() {
     for fault in FAULTS {
-        let report = under(Protocol::broken(fault), 6);
+        let report = under(FaultPlan::broken(fault), 6);
         eprintln!("{}:\n{report}", fault.name());
         assert!(!report.passed(), "{} not caught: {report}", fault.name());
     }
@@ -61,7 +61,7 @@ fn broken_commit_protocols_are_caught() {
 
 #[test]
 fn a_batch_commit_costs_two_fences() {
-    let report = under(Protocol::CORRECT, 4);
+    let report = under(FaultPlan::CORRECT, 4);
     assert!(report.passed(), "{report}");
     assert_eq!(report.commit_fences, 2 * report.batches as u64, "{report}");
     // At least one log line and one in-place line per page committed (its trailer
@@ -94,9 +94,9 @@ fn large_run() {
 #[test]
 #[ignore]
 fn fault_census() {
-    for protocol in FAULTS.map(Protocol::broken) {
+    for faults in FAULTS.map(FaultPlan::broken) {
         let cfg = Config {
-            protocol,
+            faults,
             max_failures: usize::MAX,
             ..Config::small(1)
         };
@@ -104,7 +104,7 @@ fn fault_census() {
         let batches: std::collections::BTreeSet<usize> =
             report.failures.iter().map(|f| f.batch).collect();
         eprintln!(
-            "{protocol}: {} failing images in {} of {} batches ({} images, {} distinct)",
+            "{faults}: {} failing images in {} of {} batches ({} images, {} distinct)",
             report.failures.len(),
             batches.len(),
             report.batches,

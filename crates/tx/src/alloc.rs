@@ -34,8 +34,8 @@ use pmlab_spine::{Addr, LINE, Memory};
 
 use crate::codec::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::TxError;
+use crate::fault::{Fault, FaultPlan};
 use crate::lines::LineSet;
-use crate::protocol::{Fault, Protocol};
 use crate::txmem::TxMemory;
 
 /// The magic of an allocator header.
@@ -179,7 +179,7 @@ pub struct Allocator {
     heap: Addr,
     states: Vec<UnitState>,
     hint: u64,
-    protocol: Protocol,
+    faults: FaultPlan,
 }
 
 impl Allocator {
@@ -234,7 +234,7 @@ impl Allocator {
             heap: base + heap_off(units),
             states: vec![UnitState::Free; units as usize],
             hint: 0,
-            protocol: Protocol::CORRECT,
+            faults: FaultPlan::CORRECT,
         })
     }
 
@@ -284,7 +284,7 @@ impl Allocator {
             heap: base + heap_off,
             states: Vec::new(),
             hint: 0,
-            protocol: Protocol::CORRECT,
+            faults: FaultPlan::CORRECT,
         };
         a.resync(mem)?;
         let mut ib = [0u8; 40];
@@ -297,9 +297,9 @@ impl Allocator {
         Ok((a, intent))
     }
 
-    /// Uses `protocol` (a deliberately broken one only in crash tests).
-    pub fn with_protocol(mut self, protocol: Protocol) -> Allocator {
-        self.protocol = protocol;
+    /// Runs with `faults` (a deliberately broken plan only in crash tests).
+    pub fn with_faults(mut self, faults: FaultPlan) -> Allocator {
+        self.faults = faults;
         self
     }
 
@@ -391,7 +391,7 @@ impl Allocator {
     fn write_intent<M: Memory>(&mut self, mem: &mut M, i: &Intent) -> Result<(), TxError> {
         mem.write(self.base + INTENT_OFF, &encode_intent(i))?;
         mem.flush(self.base + INTENT_OFF, 40, pmlab_spine::FlushKind::Clwb)?;
-        if !self.protocol.has(Fault::AllocSkipIntentFence) {
+        if !self.faults.has(Fault::AllocSkipIntentFence) {
             mem.fence();
         }
         Ok(())

@@ -60,4 +60,48 @@ pub enum TxError {
         /// The pointer.
         ptr: Addr,
     },
+    /// `begin` while a transaction is running (transactions do not nest).
+    #[error("a transaction is already running (transactions do not nest)")]
+    InTransaction,
+    /// An operation that needs a running transaction outside one.
+    #[error("`{op}` outside a transaction")]
+    NoTransaction {
+        /// The operation (`write`, `commit`, `abort`, `declare`).
+        op: &'static str,
+    },
+    /// The protocol was attached to memory that may have crashed and has not
+    /// recovered yet.
+    #[error("the protocol must recover before it runs transactions")]
+    NeedsRecovery,
+    /// A transactional access outside the area the protocol guards.
+    #[error("{op} of {len} bytes at {addr:#x} lies outside the data area [{lo:#x}, {hi:#x})")]
+    OutsideData {
+        /// `write` or `read`.
+        op: &'static str,
+        /// First byte.
+        addr: Addr,
+        /// Bytes.
+        len: u64,
+        /// First byte of the data area.
+        lo: Addr,
+        /// One past its last byte.
+        hi: Addr,
+    },
+    /// Persistent metadata that no crash of the protocol can leave: corruption.
+    /// Nothing was written.
+    #[error(
+        "{structure} at {addr:#x}: corrupt: field `{field}` at byte offset {offset}: {problem}"
+    )]
+    Corrupt {
+        /// Which structure.
+        structure: &'static str,
+        /// Base address of the structure.
+        addr: Addr,
+        /// Byte offset of the field from `addr`.
+        offset: u64,
+        /// Field name.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
 }

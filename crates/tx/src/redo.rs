@@ -36,8 +36,8 @@ use pmlab_spine::{Addr, LINE, Memory};
 
 use crate::codec::{get_u32, get_u64, pad8, put_u32, put_u64};
 use crate::error::TxError;
+use crate::fault::{Fault, FaultPlan};
 use crate::lines::LineSet;
-use crate::protocol::{Fault, Protocol};
 
 /// The magic of a redo log header.
 pub const REDO_MAGIC: u64 = u64::from_le_bytes(*b"PMREDO01");
@@ -107,35 +107,48 @@ pub fn redo_record_len(data_len: u64) -> u64 {
 
 /// Encodes a log: the 64-byte header followed by the body.
 pub fn encode_redo(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
-    encode_redo_with(seq, records, Protocol::CORRECT)
+    let mut b = Vec::new();
+    encode_redo_into(
+        &mut b,
+        seq,
+        records.iter().map(|r| (r.addr, r.data.as_slice())),
+        FaultPlan::CORRECT,
+    );
+    b
 }
 
-fn encode_redo_with(seq: u64, records: &[RedoRecord], protocol: Protocol) -> Vec<u8> {
-    let body_len: u64 = records
-        .iter()
-        .map(|r| RECORD_HEAD + pad8(r.data.len() as u64))
-        .sum();
-    let mut b = vec![0u8; (REDO_HEADER + body_len) as usize];
-    let mut o = REDO_HEADER as usize;
-    for r in records {
-        put_u64(&mut b, o, r.addr);
-        put_u64(&mut b, o + 8, r.data.len() as u64);
-        b[o + 16..o + 16 + r.data.len()].copy_from_slice(&r.data);
-        o += (RECORD_HEAD + pad8(r.data.len() as u64)) as usize;
+/// Encodes a log of `records` into `b` (replacing its contents): the buffer is kept
+/// by callers that commit many transactions, so that a commit allocates nothing.
+pub(crate) fn encode_redo_into<'d>(
+    b: &mut Vec<u8>,
+    seq: u64,
+    records: impl Iterator<Item = (Addr, &'d [u8])>,
+    faults: FaultPlan,
+) {
+    b.clear();
+    b.resize(REDO_HEADER as usize, 0);
+    let mut count = 0u64;
+    for (addr, data) in records {
+        let o = b.len();
+        b.resize(o + (RECORD_HEAD + pad8(data.len() as u64)) as usize, 0);
+        put_u64(b, o, addr);
+        put_u64(b, o + 8, data.len() as u64);
+        b[o + 16..o + 16 + data.len()].copy_from_slice(data);
+        count += 1;
     }
-    put_u64(&mut b, 0, REDO_MAGIC);
-    put_u64(&mut b, 8, seq);
-    put_u64(&mut b, 16, body_len);
-    put_u64(&mut b, 24, records.len() as u64);
-    let crc = redo_crc(&b[8..32], &b[REDO_HEADER as usize..], protocol);
-    put_u32(&mut b, 32, crc);
-    b
+    let body_len = b.len() as u64 - REDO_HEADER;
+    put_u64(b, 0, REDO_MAGIC);
+    put_u64(b, 8, seq);
+    put_u64(b, 16, body_len);
+    put_u64(b, 24, count);
+    let crc = redo_crc(&b[8..32], &b[REDO_HEADER as usize..], faults);
+    put_u32(b, 32, crc);
 }
 
 /// Not a CRC-32: records often hold CRC-sealed data, which a CRC cannot tell apart
 /// (see [`crate::checksum`]).
-fn redo_crc(fields: &[u8], body: &[u8], protocol: Protocol) -> u32 {
-    if protocol.has(Fault::RedoHeaderOnlyChecksum) {
+fn redo_crc(fields: &[u8], body: &[u8], faults: FaultPlan) -> u32 {
+    if faults.has(Fault::RedoHeaderOnlyChecksum) {
         return crate::checksum::log_checksum(&[fields]);
     }
     crate::checksum::log_checksum(&[fields, body])
@@ -149,13 +162,13 @@ pub fn redo_body_len(header: &[u8]) -> Option<u64> {
 
 /// Decodes a log image (header + body). Never panics, whatever the bytes.
 pub fn decode_redo(b: &[u8]) -> Result<RedoImage, RedoDecodeError> {
-    decode_redo_with(b, Protocol::CORRECT)
+    decode_redo_with(b, FaultPlan::CORRECT)
 }
 
-/// [`decode_redo`] checking the checksum as `protocol` computes it (a log written
-/// under [`Fault::RedoHeaderOnlyChecksum`] is read back the same broken way, as that
-/// protocol's recovery would).
-pub fn decode_redo_with(b: &[u8], protocol: Protocol) -> Result<RedoImage, RedoDecodeError> {
+/// [`decode_redo`] checking the checksum as a log running `faults` computes it (a log
+/// written under [`Fault::RedoHeaderOnlyChecksum`] is read back the same broken way, as
+/// that broken recovery would).
+pub fn decode_redo_with(b: &[u8], faults: FaultPlan) -> Result<RedoImage, RedoDecodeError> {
     let trunc = |offset, field| RedoDecodeError::Truncated { offset, field };
     if get_u64(b, 0).ok_or(trunc(0, "magic"))? != REDO_MAGIC {
         return Err(RedoDecodeError::Magic);
@@ -169,7 +182,7 @@ pub fn decode_redo_with(b: &[u8], protocol: Protocol) -> Result<RedoImage, RedoD
         .filter(|&e| e <= b.len() as u64);
     let body_end = body_end.ok_or(trunc(REDO_HEADER, "body"))? as usize;
     let body = &b[REDO_HEADER as usize..body_end];
-    let computed = redo_crc(&b[8..32], body, protocol);
+    let computed = redo_crc(&b[8..32], body, faults);
     if computed != stored {
         return Err(RedoDecodeError::Checksum { stored, computed });
     }
@@ -217,7 +230,7 @@ pub struct RedoLog {
     base: Addr,
     len: u64,
     next_seq: u64,
-    protocol: Protocol,
+    faults: FaultPlan,
 }
 
 impl RedoLog {
@@ -235,7 +248,7 @@ impl RedoLog {
             base,
             len,
             next_seq: 1,
-            protocol: Protocol::CORRECT,
+            faults: FaultPlan::CORRECT,
         })
     }
 
@@ -246,16 +259,16 @@ impl RedoLog {
         base: Addr,
         len: u64,
     ) -> Result<(RedoLog, RedoRecovery), TxError> {
-        Self::open_with_protocol(mem, base, len, Protocol::CORRECT)
+        Self::open_with_faults(mem, base, len, FaultPlan::CORRECT)
     }
 
-    /// [`RedoLog::open`] reading the log as `protocol` writes it, and keeping that
-    /// protocol for later commits (crash tests of a broken protocol recover with it).
-    pub fn open_with_protocol<M: Memory + ?Sized>(
+    /// [`RedoLog::open`] reading the log as it is written under `faults`, and keeping
+    /// that plan for later commits (crash tests of a broken variant recover with it).
+    pub fn open_with_faults<M: Memory + ?Sized>(
         mem: &mut M,
         base: Addr,
         len: u64,
-        protocol: Protocol,
+        faults: FaultPlan,
     ) -> Result<(RedoLog, RedoRecovery), TxError> {
         crate::lines::check_log_area("redo log", mem, base, len)?;
         let mut header = vec![0u8; REDO_HEADER as usize];
@@ -278,7 +291,7 @@ impl RedoLog {
         if body_len <= len - REDO_HEADER {
             let mut image = vec![0u8; (REDO_HEADER + body_len) as usize];
             mem.read(base, &mut image)?;
-            if let Ok(log) = decode_redo_with(&image, protocol) {
+            if let Ok(log) = decode_redo_with(&image, faults) {
                 let mut lines = LineSet::default();
                 for r in &log.records {
                     mem.write(r.addr, &r.data)?;
@@ -296,14 +309,31 @@ impl RedoLog {
             base,
             len,
             next_seq: seq.wrapping_add(1),
-            protocol,
+            faults,
         };
         Ok((log, rec))
     }
 
-    /// Uses `protocol` (a deliberately broken one only in crash tests).
-    pub fn with_protocol(mut self, protocol: Protocol) -> RedoLog {
-        self.protocol = protocol;
+    /// A handle on a log already formatted at `[base, base + len)`, whose next
+    /// transaction is `next_seq`, without reading or recovering it (the protocol
+    /// objects validate and recover themselves).
+    pub(crate) fn attached(base: Addr, len: u64, next_seq: u64) -> RedoLog {
+        RedoLog {
+            base,
+            len,
+            next_seq,
+            faults: FaultPlan::CORRECT,
+        }
+    }
+
+    /// The fault plan the log runs with.
+    pub fn faults(&self) -> FaultPlan {
+        self.faults
+    }
+
+    /// Runs with `faults` (a deliberately broken plan only in crash tests).
+    pub fn with_faults(mut self, faults: FaultPlan) -> RedoLog {
+        self.faults = faults;
         self
     }
 
@@ -330,6 +360,63 @@ impl RedoLog {
     /// The number the next committed transaction will carry.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// The first half of a commit: encodes `records` (into `buf`, reused across
+    /// commits), writes the log, flushes its lines and fences (unless the fault plan
+    /// skips that fence). The transaction is durable afterwards. Returns the log's
+    /// length in bytes.
+    pub(crate) fn commit_records<'d, M, I>(
+        &mut self,
+        mem: &mut M,
+        buf: &mut Vec<u8>,
+        records: impl Fn() -> I,
+    ) -> Result<u64, TxError>
+    where
+        M: Memory + ?Sized,
+        I: Iterator<Item = (Addr, &'d [u8])>,
+    {
+        let seq = self.next_seq;
+        encode_redo_into(buf, seq, records(), self.faults);
+        if buf.len() as u64 > self.len {
+            return Err(TxError::LogFull {
+                kind: "redo",
+                needed: buf.len() as u64 - REDO_HEADER,
+                capacity: self.capacity(),
+            });
+        }
+        mem.write(self.base, buf)?;
+        if !self.faults.has(Fault::RedoSkipLogFlush) {
+            mem.flush(self.base, buf.len() as u64, pmlab_spine::FlushKind::Clwb)?;
+        }
+        if !self.faults.has(Fault::RedoSkipLogFence) {
+            mem.fence();
+        }
+        self.next_seq = seq.wrapping_add(1);
+        Ok(buf.len() as u64)
+    }
+
+    /// The second half of a commit: writes `records` in place, flushes their lines
+    /// (`flush_lines`, given by the caller, who knows them best) and fences (unless the
+    /// fault plan skips that fence).
+    pub(crate) fn apply_records<'d, M, I>(
+        &self,
+        mem: &mut M,
+        records: I,
+        flush_lines: impl FnOnce(&mut M) -> Result<(), pmlab_spine::SpineError>,
+    ) -> Result<(), TxError>
+    where
+        M: Memory + ?Sized,
+        I: Iterator<Item = (Addr, &'d [u8])>,
+    {
+        for (addr, data) in records {
+            mem.write(addr, data)?;
+        }
+        flush_lines(mem)?;
+        if !self.faults.has(Fault::RedoSkipApplyFence) {
+            mem.fence();
+        }
+        Ok(())
     }
 
     /// Begins a transaction; nothing is written until commit.
@@ -405,27 +492,15 @@ impl<M: Memory + ?Sized> RedoTx<'_, M> {
         if self.writes.is_empty() {
             return Ok(());
         }
-        let seq = self.log.next_seq;
-        let image = encode_redo_with(seq, &self.writes, self.log.protocol);
-        let base = self.log.base;
-        self.mem.write(base, &image)?;
-        let mut log_lines = LineSet::default();
-        log_lines.add(base, image.len() as u64);
-        log_lines.flush(self.mem)?;
-        if !self.log.protocol.has(Fault::RedoSkipLogFence) {
-            self.mem.fence();
-        }
-        self.log.next_seq = seq.wrapping_add(1);
+        let mut buf = Vec::new();
+        let records = || self.writes.iter().map(|w| (w.addr, w.data.as_slice()));
+        self.log.commit_records(self.mem, &mut buf, records)?;
         let mut data_lines = LineSet::default();
         for w in &self.writes {
-            self.mem.write(w.addr, &w.data)?;
             data_lines.add(w.addr, w.data.len() as u64);
         }
-        data_lines.flush(self.mem)?;
-        if !self.log.protocol.has(Fault::RedoSkipApplyFence) {
-            self.mem.fence();
-        }
-        Ok(())
+        self.log
+            .apply_records(self.mem, records(), |m| data_lines.flush(m))
     }
 
     /// Discards every write; nothing persistent changes.

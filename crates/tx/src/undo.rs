@@ -30,14 +30,16 @@ use pmlab_spine::{Addr, LINE, Memory};
 
 use crate::codec::{get_u32, get_u64, pad8, put_u32, put_u64};
 use crate::error::TxError;
+use crate::fault::{Fault, FaultPlan};
 use crate::lines::LineSet;
-use crate::protocol::{Fault, Protocol};
 
 /// The magic of an undo log header.
 pub const UNDO_MAGIC: u64 = u64::from_le_bytes(*b"PMUNDO01");
 /// Bytes of the header line.
 pub const UNDO_HEADER: u64 = LINE;
 const RECORD_HEAD: u64 = 32;
+/// Bytes of an undo record's head (seq, addr, len, crc, pad) before its data.
+pub(crate) const UNDO_RECORD_HEAD: u64 = RECORD_HEAD;
 
 /// One undo record: the old contents of a range.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +83,19 @@ pub fn encode_undo(r: &UndoRecord) -> Vec<u8> {
     let crc = undo_crc(&b[0..24], &r.old);
     put_u32(&mut b, 24, crc);
     b
+}
+
+/// Appends the encoding of a record (`seq`, `addr`, `old`) to `b`; the same bytes as
+/// [`encode_undo`], without a record to build first.
+pub(crate) fn encode_undo_into(b: &mut Vec<u8>, seq: u64, addr: Addr, old: &[u8]) {
+    let o = b.len();
+    b.resize(o + (RECORD_HEAD + pad8(old.len() as u64)) as usize, 0);
+    put_u64(b, o, seq);
+    put_u64(b, o + 8, addr);
+    put_u64(b, o + 16, old.len() as u64);
+    b[o + 32..o + 32 + old.len()].copy_from_slice(old);
+    let crc = undo_crc(&b[o..o + 24], old);
+    put_u32(b, o + 24, crc);
 }
 
 /// Not a CRC-32: the old data is often CRC-sealed itself, which a CRC cannot tell
@@ -133,7 +148,7 @@ pub struct UndoLog {
     base: Addr,
     len: u64,
     finished: u64,
-    protocol: Protocol,
+    faults: FaultPlan,
 }
 
 impl UndoLog {
@@ -150,12 +165,12 @@ impl UndoLog {
             base,
             len,
             finished: 0,
-            protocol: Protocol::CORRECT,
+            faults: FaultPlan::CORRECT,
         })
     }
 
     /// The live records of the log: those of transaction `finished + 1`, in order.
-    fn live_records<M: Memory>(&self, mem: &mut M) -> Result<Vec<UndoRecord>, TxError> {
+    pub(crate) fn live_records<M: Memory>(&self, mem: &mut M) -> Result<Vec<UndoRecord>, TxError> {
         let mut out = Vec::new();
         let mut off = UNDO_HEADER;
         let mut head = [0u8; RECORD_HEAD as usize];
@@ -199,7 +214,7 @@ impl UndoLog {
             base,
             len,
             finished,
-            protocol: Protocol::CORRECT,
+            faults: FaultPlan::CORRECT,
         };
         let live = log.live_records(mem)?;
         let mut rec = UndoRecovery::default();
@@ -214,7 +229,7 @@ impl UndoLog {
 
     /// Restores `records` in reverse order, makes that durable, then marks `seq`
     /// finished (2 fences).
-    fn roll_back<M: Memory>(
+    pub(crate) fn roll_back<M: Memory>(
         &mut self,
         mem: &mut M,
         records: &[UndoRecord],
@@ -230,16 +245,52 @@ impl UndoLog {
         self.finish(mem, seq)
     }
 
-    fn finish<M: Memory>(&mut self, mem: &mut M, seq: u64) -> Result<(), TxError> {
+    pub(crate) fn finish<M: Memory>(&mut self, mem: &mut M, seq: u64) -> Result<(), TxError> {
         mem.write_u64(self.base + 8, seq)?;
         mem.persist(self.base + 8, 8)?;
         self.finished = seq;
         Ok(())
     }
 
-    /// Uses `protocol` (a deliberately broken one only in crash tests).
-    pub fn with_protocol(mut self, protocol: Protocol) -> UndoLog {
-        self.protocol = protocol;
+    /// A handle on a log already formatted at `[base, base + len)` whose last
+    /// finished transaction is `finished`, without reading or recovering it.
+    pub(crate) fn attached(base: Addr, len: u64, finished: u64) -> UndoLog {
+        UndoLog {
+            base,
+            len,
+            finished,
+            faults: FaultPlan::CORRECT,
+        }
+    }
+
+    /// The fault plan the log runs with.
+    pub fn faults(&self) -> FaultPlan {
+        self.faults
+    }
+
+    /// The first byte of the log area.
+    pub fn base(&self) -> Addr {
+        self.base
+    }
+
+    /// Bytes of the log area.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Never true: a log area holds at least a header line and a record line.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The last finished (committed or rolled back) transaction's number.
+    pub fn finished(&self) -> u64 {
+        self.finished
+    }
+
+    /// Runs with `faults` (a deliberately broken plan only in crash tests).
+    pub fn with_faults(mut self, faults: FaultPlan) -> UndoLog {
+        self.faults = faults;
         self
     }
 
@@ -317,7 +368,7 @@ impl<M: Memory> UndoTx<'_, M> {
             return Ok(());
         }
         lines.flush(self.mem)?;
-        if !self.log.protocol.has(Fault::UndoSkipSnapshotFence) {
+        if !self.log.faults.has(Fault::UndoSkipSnapshotFence) {
             self.mem.fence();
         }
         Ok(())
@@ -354,7 +405,7 @@ impl<M: Memory> UndoTx<'_, M> {
             return Ok(());
         }
         self.data_lines.flush(self.mem)?;
-        if !self.log.protocol.has(Fault::UndoSkipDataFence) {
+        if !self.log.faults.has(Fault::UndoSkipDataFence) {
             self.mem.fence();
         }
         self.log.finish(self.mem, self.seq)

@@ -1,17 +1,16 @@
 //! Allocation inside transactions: each transaction allocates into (or frees from) an
-//! owning slot and fills the new extent, under redo or undo logging. At every persist
-//! point every crash image must recover to a checker-clean allocator whose slots and
-//! payloads are all from before or all from after the transaction in flight.
+//! owning slot and fills the new extent, under redo or undo logging, recorded on the
+//! machine model. At every crash point every image must recover to a checker-clean
+//! allocator whose slots and payloads are all from before or all from after the
+//! transaction in flight.
 
-use std::cell::RefCell;
-
+use pmlab_model::{ChaosConfig, ExploreOptions, Machine, MachineConfig};
 use pmlab_spine::Memory;
-use pmlab_tx::crashtest::{CrashMemory, Explorer};
-use pmlab_tx::{Allocator, Fault, Protocol, RedoLog, TxMemory, UndoLog};
+use pmlab_tx::{Allocator, Fault, FaultPlan, RedoLog, TxMemory, UndoLog};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-const MEM: usize = 16384;
+const MEM: u64 = 16384;
 const LOG: u64 = 0;
 const LOG_LEN: u64 = 4096;
 const SLOTS: u64 = 4096;
@@ -40,8 +39,8 @@ fn observe(m: &mut impl Memory) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn recover(kind: Kind, image: &[u8]) -> Result<Vec<(u64, u64)>, String> {
-    let mut m = CrashMemory::from_image(image.to_vec());
+fn recover(kind: Kind, c: &pmlab_model::CrashImage<'_>) -> Result<Vec<(u64, u64)>, String> {
+    let mut m = c.memory();
     match kind {
         Kind::Redo => RedoLog::open(&mut m, LOG, LOG_LEN).map(|_| ()),
         Kind::Undo => UndoLog::open(&mut m, LOG, LOG_LEN).map(|_| ()),
@@ -63,49 +62,49 @@ fn step<T: TxMemory>(tx: &mut T, a: &mut Allocator, slot: u64, size: u64, value:
     }
 }
 
-fn explore(kind: Kind, protocol: Protocol, seed: u64, count: usize) -> (u64, u64, Option<String>) {
-    // Oracle, tag t = transaction t - 1 in flight (0: none yet): (before, after, commits).
-    let oracle = RefCell::new(Vec::<(Vec<(u64, u64)>, Vec<(u64, u64)>, bool)>::new());
-    let bad = RefCell::new((0u64, None::<String>));
-    let seen = RefCell::new(Vec::new());
-    let mut m = CrashMemory::new(MEM);
+/// A tiny cache (4 lines) with chaos write-backs, so that evictions reorder what
+/// reaches memory.
+fn machine(seed: u64) -> Machine {
+    let mut c = MachineConfig::tiny(MEM, 4);
+    c.chaos = Some(ChaosConfig {
+        seed,
+        probability: 0.05,
+    });
+    Machine::new(c).unwrap()
+}
+
+/// Runs `count` seeded transactions, each recorded on the machine model and explored
+/// at every operation boundary with every subset of pending write-backs; returns
+/// (crash points, bad images, first failure).
+fn explore(kind: Kind, faults: FaultPlan, seed: u64, count: usize) -> (u64, u64, Option<String>) {
+    let mut m = machine(seed);
     let mut redo = (kind == Kind::Redo).then(|| {
         RedoLog::format(&mut m, LOG, LOG_LEN)
             .unwrap()
-            .with_protocol(protocol)
+            .with_faults(faults)
     });
     let mut undo = (kind == Kind::Undo).then(|| {
         UndoLog::format(&mut m, LOG, LOG_LEN)
             .unwrap()
-            .with_protocol(protocol)
+            .with_faults(faults)
     });
     let mut a = Allocator::format(&mut m, HEAP, HEAP_LEN, 64).unwrap();
-    let phase = m.tag_handle();
-    m.explore(
-        Explorer {
-            seed,
-            ..Explorer::default()
-        },
-        |p, img| match recover(kind, img) {
-            Ok(s) => seen.borrow_mut().push((p.tag, s)),
-            Err(e) => {
-                let mut b = bad.borrow_mut();
-                b.0 += 1;
-                b.1.get_or_insert(format!("point {}: {e}", p.index));
-            }
-        },
-    );
+    m.persist_all();
+    let opts = ExploreOptions {
+        max_failures: 4,
+        ..ExploreOptions::default()
+    };
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    for t in 0..count {
+    let (mut points, mut bad, mut first) = (0u64, 0u64, None);
+    for _ in 0..count {
         let slot = SLOTS + 8 * rng.gen_range(0..NSLOTS);
         let size = rng.gen_range(1..=300u64);
         let value = rng.r#gen::<u64>() | 1;
         let commits = rng.gen_bool(0.8);
         let before = observe(&mut m);
-        phase.set(t as u64 + 1);
-        match (&mut redo, &mut undo) {
+        let ((), rec) = m.record(|m| match (&mut redo, &mut undo) {
             (Some(log), _) => {
-                let mut tx = log.begin(&mut m);
+                let mut tx = log.begin(m);
                 step(&mut tx, &mut a, slot, size, value);
                 if commits {
                     tx.commit().unwrap()
@@ -114,7 +113,7 @@ fn explore(kind: Kind, protocol: Protocol, seed: u64, count: usize) -> (u64, u64
                 }
             }
             (_, Some(log)) => {
-                let mut tx = log.begin(&mut m);
+                let mut tx = log.begin(m);
                 step(&mut tx, &mut a, slot, size, value);
                 if commits {
                     tx.commit().unwrap()
@@ -123,39 +122,34 @@ fn explore(kind: Kind, protocol: Protocol, seed: u64, count: usize) -> (u64, u64
                 }
             }
             _ => unreachable!(),
-        }
+        });
         a.resync(&mut m).unwrap();
         let after = observe(&mut m);
-        oracle.borrow_mut().push((before, after, commits));
-    }
-    let stats = m.stop_exploring();
-    drop(m);
-    let oracle = oracle.into_inner();
-    let (mut n, mut first) = bad.into_inner();
-    for (tag, s) in seen.into_inner() {
-        let ok = match tag as usize {
-            0 => s.iter().all(|&(p, _)| p == 0),
-            t => {
-                let (before, after, commits) = &oracle[(t - 1).min(oracle.len() - 1)];
-                // Past the last transaction's end the state is its `after`.
-                s == *before || (*commits && s == *after) || (t > oracle.len() && s == *after)
+        let report = rec.explore(&opts, |c| {
+            let s = recover(kind, c)?;
+            if s == before || (commits && s == after) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "boundary {}: slots/payloads are neither before nor after",
+                    c.boundary
+                ))
             }
-        };
-        if !ok {
-            n += 1;
-            first.get_or_insert(format!(
-                "tag {tag}: slots/payloads are neither before nor after"
-            ));
+        });
+        points += report.points as u64;
+        bad += report.failures.len() as u64;
+        if first.is_none() {
+            first = report.failures.first().map(|f| f.message.clone());
         }
     }
-    (stats.points, n, first)
+    (points, bad, first)
 }
 
 #[test]
 fn transactional_allocation_survives_every_crash() {
     for kind in [Kind::Redo, Kind::Undo] {
         for seed in 1..=2 {
-            let (points, bad, first) = explore(kind, Protocol::CORRECT, seed, 80);
+            let (points, bad, first) = explore(kind, FaultPlan::CORRECT, seed, 80);
             assert_eq!(
                 bad,
                 0,
@@ -174,7 +168,7 @@ fn transactional_allocation_with_a_broken_log_is_caught() {
         (Kind::Redo, Fault::RedoSkipLogFence),
         (Kind::Undo, Fault::UndoSkipSnapshotFence),
     ] {
-        let (_, bad, first) = explore(kind, Protocol::broken(fault), 1, 80);
+        let (_, bad, first) = explore(kind, FaultPlan::broken(fault), 1, 80);
         assert!(bad > 0, "{fault:?} not caught");
         eprintln!(
             "tx alloc {fault:?}: caught, {bad} bad images; first: {}",

@@ -8,7 +8,7 @@ use pmlab_model::{
     ChaosConfig, ExploreOptions, Granularity, Machine, MachineConfig, PendingChoice,
 };
 use pmlab_spine::Memory;
-use pmlab_tx::{Fault, Protocol, RedoLog, UndoLog};
+use pmlab_tx::{Fault, FaultPlan, RedoLog, UndoLog};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -49,9 +49,9 @@ fn data(m: &mut impl Memory) -> Vec<u8> {
     d
 }
 
-fn recover(kind: Kind, protocol: Protocol, m: &mut impl Memory) -> Result<(), String> {
+fn recover(kind: Kind, faults: FaultPlan, m: &mut impl Memory) -> Result<(), String> {
     match kind {
-        Kind::Redo => RedoLog::open_with_protocol(m, LOG, LOG_LEN, protocol).map(|_| ()),
+        Kind::Redo => RedoLog::open_with_faults(m, LOG, LOG_LEN, faults).map(|_| ()),
         Kind::Undo => UndoLog::open(m, LOG, LOG_LEN).map(|_| ()),
     }
     .map_err(|e| format!("recovery failed: {e}"))
@@ -61,7 +61,7 @@ fn recover(kind: Kind, protocol: Protocol, m: &mut impl Memory) -> Result<(), St
 /// failures, first failure).
 fn run(
     kind: Kind,
-    protocol: Protocol,
+    faults: FaultPlan,
     seed: u64,
     count: usize,
 ) -> (usize, usize, usize, Option<String>) {
@@ -70,12 +70,12 @@ fn run(
     let mut redo = (kind == Kind::Redo).then(|| {
         RedoLog::format(&mut m, LOG, LOG_LEN)
             .unwrap()
-            .with_protocol(protocol)
+            .with_faults(faults)
     });
     let mut undo = (kind == Kind::Undo).then(|| {
         UndoLog::format(&mut m, LOG, LOG_LEN)
             .unwrap()
-            .with_protocol(protocol)
+            .with_faults(faults)
     });
     m.persist_all();
     let (mut points, mut images, mut failures, mut first) = (0, 0, 0, None);
@@ -118,9 +118,17 @@ fn run(
         let new = data(&mut m);
         let report = rec.explore(&opts(), |c| {
             let mut img = c.memory();
-            recover(kind, protocol, &mut img)?;
+            recover(kind, faults, &mut img)?;
             let d = data(&mut img);
             if d == old || (commits && d == new) {
+                // Recovery must be idempotent: a crash during recovery recovers again.
+                recover(kind, faults, &mut img)?;
+                if data(&mut img) != d {
+                    return Err(format!(
+                        "boundary {}: a second recovery changed the data",
+                        c.boundary
+                    ));
+                }
                 Ok(())
             } else {
                 Err(format!(
@@ -143,7 +151,7 @@ fn run(
 fn redo_and_undo_survive_every_crash_on_the_model() {
     for kind in [Kind::Redo, Kind::Undo] {
         for seed in 1..=2 {
-            let (points, images, failures, first) = run(kind, Protocol::CORRECT, seed, 40);
+            let (points, images, failures, first) = run(kind, FaultPlan::CORRECT, seed, 40);
             assert_eq!(
                 failures,
                 0,
@@ -165,7 +173,7 @@ fn broken_protocols_are_caught_on_the_model() {
         (Kind::Undo, Fault::UndoSkipSnapshotFence),
         (Kind::Undo, Fault::UndoSkipDataFence),
     ] {
-        let (points, images, failures, first) = run(kind, Protocol::broken(fault), 1, 40);
+        let (points, images, failures, first) = run(kind, FaultPlan::broken(fault), 1, 40);
         assert!(
             failures > 0,
             "{fault:?} not caught ({points} points, {images} images)"
@@ -179,7 +187,7 @@ fn broken_protocols_are_caught_on_the_model() {
 
 /// Allocations and frees into owning slots, each recorded and explored; every image
 /// must recover to a checker-clean allocator whose slots are as before or after.
-fn run_alloc(protocol: Protocol, seed: u64, ops: usize) -> (usize, usize, Option<String>) {
+fn run_alloc(faults: FaultPlan, seed: u64, ops: usize) -> (usize, usize, Option<String>) {
     use pmlab_tx::Allocator;
     const HEAP: u64 = 4096;
     let slots: Vec<u64> = (0..10).map(|i| 8 * i).collect();
@@ -187,7 +195,7 @@ fn run_alloc(protocol: Protocol, seed: u64, ops: usize) -> (usize, usize, Option
     let mut m = Machine::new(config(seed)).unwrap();
     let mut a = Allocator::format(&mut m, HEAP, 16384, 64)
         .unwrap()
-        .with_protocol(protocol);
+        .with_faults(faults);
     m.persist_all();
     let (mut points, mut failures, mut first) = (0, 0, None);
     let read_slots =
@@ -226,11 +234,11 @@ fn run_alloc(protocol: Protocol, seed: u64, ops: usize) -> (usize, usize, Option
 
 #[test]
 fn allocator_survives_every_crash_on_the_model_and_its_broken_variant_is_caught() {
-    let (points, failures, first) = run_alloc(Protocol::CORRECT, 1, 120);
+    let (points, failures, first) = run_alloc(FaultPlan::CORRECT, 1, 120);
     assert_eq!(failures, 0, "{}", first.unwrap_or_default());
     assert!(points > 300, "{points} points");
     eprintln!("model allocator: {points} points");
-    let (_, failures, first) = run_alloc(Protocol::broken(Fault::AllocSkipIntentFence), 1, 120);
+    let (_, failures, first) = run_alloc(FaultPlan::broken(Fault::AllocSkipIntentFence), 1, 120);
     assert!(failures > 0);
     eprintln!(
         "model AllocSkipIntentFence: caught, {failures} failures; first: {}",

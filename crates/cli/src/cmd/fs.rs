@@ -218,7 +218,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             samples,
             fault,
         } => {
-            use pmlab_fs::redo::{FAULTS, Fault, Protocol};
+            use pmlab_fs::redo::{FAULTS, Fault, FaultPlan};
             use pmlab_fscheck::crashtest;
             let mut cfg = if large {
                 crashtest::Config::large(seed)
@@ -245,11 +245,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         let known: Vec<&str> = FAULTS.iter().map(|f| f.name()).collect();
                         format!("--fault {name:?} is not one of {}", known.join(", "))
                     })?;
-                cfg.protocol = Protocol::broken(f);
+                cfg.faults = FaultPlan::broken(f);
             }
             println!(
                 "crash test: seed {seed}, {} batches, {}-line cache, {} pending subsets per point, protocol {}",
-                cfg.batches, cfg.cache_lines, cfg.pending_samples, cfg.protocol
+                cfg.batches, cfg.cache_lines, cfg.pending_samples, cfg.faults
             );
             let t = std::time::Instant::now();
             let report = crashtest::run(&cfg).context("crash test")?;

@@ -9,3 +9,4 @@ pub mod scm;
 pub mod trace;
 pub mod vas;
 pub mod vas_stress;
+pub mod tx;

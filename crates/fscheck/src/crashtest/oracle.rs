@@ -8,7 +8,7 @@ use pmlab_spine::{Memory, VecMemory};
 use super::snapshot::{self, ImageRead, Snapshot, first_difference};
 use pmlab_fs::fsck::{Severity, fsck};
 use pmlab_fs::layout::Superblock;
-use pmlab_fs::redo::{self, LogState, Protocol};
+use pmlab_fs::redo::{self, FaultPlan, LogState};
 
 /// Which state of the batch in flight a crash image recovered to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub struct Verdict {
 /// Judges the crash images of one batch: `before` and `after` are the only states
 /// allowed. Identical images recur at many crash points; each is judged once.
 pub struct Oracle<'a> {
-    protocol: Protocol,
+    faults: FaultPlan,
     before: &'a Snapshot,
     after: &'a Snapshot,
     seen: HashMap<(u64, u64), Result<Verdict, String>>,
@@ -40,10 +40,10 @@ pub struct Oracle<'a> {
 
 impl<'a> Oracle<'a> {
     /// An oracle for a batch taking the volume from `before` to `after`, whose log was
-    /// written (and is read back) under `protocol`.
-    pub fn new(protocol: Protocol, before: &'a Snapshot, after: &'a Snapshot) -> Self {
+    /// written (and is read back) under `faults`.
+    pub fn new(faults: FaultPlan, before: &'a Snapshot, after: &'a Snapshot) -> Self {
         Oracle {
-            protocol,
+            faults,
             before,
             after,
             seen: HashMap::new(),
@@ -80,8 +80,8 @@ impl<'a> Oracle<'a> {
         let mut mem = VecMemory::new(bytes.len());
         mem.write(0, bytes).map_err(|e| e.to_string())?;
         let sb = Superblock::read(&mut mem).map_err(|e| format!("superblock: {e}"))?;
-        let log = redo::recover_with(&mut mem, &sb, self.protocol)
-            .map_err(|e| format!("recovery: {e}"))?;
+        let log =
+            redo::recover_with(&mut mem, &sb, self.faults).map_err(|e| format!("recovery: {e}"))?;
         let report = fsck(&mut mem).map_err(|e| format!("fsck refused the volume: {e}"))?;
         if let Some(f) = report
             .findings
