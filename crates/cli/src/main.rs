@@ -35,6 +35,9 @@ enum Command {
     /// Durable transactions: the papers' workloads under each protocol, timed beside
     /// PMDK, crash-explored on the model, killed at random moments.
     Tx(cmd::tx::Args),
+    /// Redis_JMP: a key-value store in a lockable segment that clients switch into;
+    /// its benchmark beside the real Redis.
+    Kv(cmd::kv::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,6 +52,7 @@ fn main() -> std::process::ExitCode {
         Command::Fs(a) => cmd::fs::run(a),
         Command::Vas(a) => cmd::vas::run(a),
         Command::Tx(a) => cmd::tx::run(a),
+        Command::Kv(a) => cmd::kv::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

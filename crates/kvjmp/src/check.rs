@@ -62,11 +62,18 @@ pub fn check(v: &View<'_>) -> Result<Report, KvError> {
     let rehash = v.root(root::REHASH)?;
     report.rehashing = rehash != NOT_REHASHING;
     for t in 0..2u64 {
-        let (block, size, used) = (v.root(root::table(t))?, v.root(root::size(t))?, v.root(root::used(t))?);
+        let (block, size, used) = (
+            v.root(root::table(t))?,
+            v.root(root::size(t))?,
+            v.root(root::used(t))?,
+        );
         let at = h.root + root::table(t);
         if block == 0 {
             if size != 0 || used != 0 || (t == 1 && report.rehashing) {
-                return Err(bad(at, format!("table {t} has no buckets but size {size}, {used} entries")));
+                return Err(bad(
+                    at,
+                    format!("table {t} has no buckets but size {size}, {used} entries"),
+                ));
             }
             continue;
         }
@@ -74,12 +81,22 @@ pub fn check(v: &View<'_>) -> Result<Report, KvError> {
             return Err(bad(at, "table 1 exists outside a rehash".into()));
         }
         if !size.is_power_of_two() {
-            return Err(bad(at + 8, format!("bucket count {size} is not a power of two")));
+            return Err(bad(
+                at + 8,
+                format!("bucket count {size} is not a power of two"),
+            ));
         }
         v.check_entry_ptr(block, at)?;
-        let class = class_of(v.u64_at(block)?).ok_or_else(|| bad(block, "table block without a block header".into()))?;
+        let class = class_of(v.u64_at(block)?)
+            .ok_or_else(|| bad(block, "table block without a block header".into()))?;
         if (1u64 << class) < 8 + 8 * size {
-            return Err(bad(block, format!("table of {size} buckets in a block of {} bytes", 1u64 << class)));
+            return Err(bad(
+                block,
+                format!(
+                    "table of {size} buckets in a block of {} bytes",
+                    1u64 << class
+                ),
+            ));
         }
         claim(block, Use::Table, at)?;
         report.buckets[t as usize] = size;
@@ -88,7 +105,10 @@ pub fn check(v: &View<'_>) -> Result<Report, KvError> {
             let mut link = slot(block, idx);
             let mut e = v.u64_at(link)?;
             if t == 0 && report.rehashing && idx < rehash && e != 0 {
-                return Err(bad(link, format!("bucket {idx} below the rehash index {rehash} is not empty")));
+                return Err(bad(
+                    link,
+                    format!("bucket {idx} below the rehash index {rehash} is not empty"),
+                ));
             }
             while e != 0 {
                 v.check_entry_ptr(e, link)?;
@@ -100,33 +120,68 @@ pub fn check(v: &View<'_>) -> Result<Report, KvError> {
             }
         }
         if count != used {
-            return Err(bad(h.root + root::used(t), format!("table {t} counts {used} entries, holds {count}")));
+            return Err(bad(
+                h.root + root::used(t),
+                format!("table {t} counts {used} entries, holds {count}"),
+            ));
         }
     }
     if report.rehashing && rehash >= report.buckets[0] {
-        return Err(bad(h.root + root::REHASH, format!("rehash index {rehash} beyond table 0's {} buckets", report.buckets[0])));
+        return Err(bad(
+            h.root + root::REHASH,
+            format!(
+                "rehash index {rehash} beyond table 0's {} buckets",
+                report.buckets[0]
+            ),
+        ));
     }
     free_lists(v, &mut claim)?;
     walk_heap(v, &uses, &mut report)?;
     Ok(report)
 }
 
-fn check_entry(v: &View<'_>, e: u64, idx: u64, size: u64, report: &mut Report) -> Result<(), KvError> {
+fn check_entry(
+    v: &View<'_>,
+    e: u64,
+    idx: u64,
+    size: u64,
+    report: &mut Report,
+) -> Result<(), KvError> {
     let h = v.header();
-    let class = class_of(v.u64_at(e)?).ok_or_else(|| KvError::corrupt("store", e, "entry without a block header"))?;
+    let class = class_of(v.u64_at(e)?)
+        .ok_or_else(|| KvError::corrupt("store", e, "entry without a block header"))?;
     let (key, value) = v.entry(e)?;
     if 32 + key.len() as u64 + value.len() as u64 > 1u64 << class {
         return Err(KvError::corrupt("store", e, "entry larger than its block"));
     }
     let hash = v.u64_at(e + entry::HASH)?;
     if hash != hash_key(h.seed, key) {
-        return Err(KvError::corrupt("store", e + entry::HASH, "stored hash is not the key's"));
+        return Err(KvError::corrupt(
+            "store",
+            e + entry::HASH,
+            "stored hash is not the key's",
+        ));
     }
     if hash & (size - 1) != idx {
-        return Err(KvError::corrupt("store", e, format!("entry in bucket {idx}, its hash selects {}", hash & (size - 1))));
+        return Err(KvError::corrupt(
+            "store",
+            e,
+            format!(
+                "entry in bucket {idx}, its hash selects {}",
+                hash & (size - 1)
+            ),
+        ));
     }
-    if report.contents.insert(key.to_vec(), value.to_vec()).is_some() {
-        return Err(KvError::corrupt("store", e, format!("key {:?} appears twice", String::from_utf8_lossy(key))));
+    if report
+        .contents
+        .insert(key.to_vec(), value.to_vec())
+        .is_some()
+    {
+        return Err(KvError::corrupt(
+            "store",
+            e,
+            format!("key {:?} appears twice", String::from_utf8_lossy(key)),
+        ));
     }
     Ok(())
 }
@@ -141,12 +196,20 @@ fn free_lists(
         let mut link = at;
         let mut b = v.u64_at(at)?;
         if b != 0 && !(MIN_CLASS..=MAX_CLASS).contains(&class) {
-            return Err(KvError::corrupt("store", at, format!("free list of unused class {class}")));
+            return Err(KvError::corrupt(
+                "store",
+                at,
+                format!("free list of unused class {class}"),
+            ));
         }
         while b != 0 {
             v.check_entry_ptr(b, link)?;
             if class_of(v.u64_at(b)?) != Some(class) {
-                return Err(KvError::corrupt("store", b, format!("block on the free list of class {class} is not of that class")));
+                return Err(KvError::corrupt(
+                    "store",
+                    b,
+                    format!("block on the free list of class {class} is not of that class"),
+                ));
             }
             claim(b, Use::Free, link)?;
             link = b + 8;
@@ -160,14 +223,28 @@ fn walk_heap(v: &View<'_>, uses: &HashMap<u64, Use>, report: &mut Report) -> Res
     let h = v.header();
     let bump = v.root(root::BUMP)?;
     if bump < h.heap || bump > h.size {
-        return Err(KvError::corrupt("store", h.root + root::BUMP, format!("bump pointer {bump:#x} outside the heap")));
+        return Err(KvError::corrupt(
+            "store",
+            h.root + root::BUMP,
+            format!("bump pointer {bump:#x} outside the heap"),
+        ));
     }
     let mut at = h.heap;
     let mut seen = 0;
     while at < bump {
-        let class = class_of(v.u64_at(at)?).ok_or_else(|| KvError::corrupt("store", at, "no block header where a block begins"))?;
+        let class = class_of(v.u64_at(at)?)
+            .ok_or_else(|| KvError::corrupt("store", at, "no block header where a block begins"))?;
         match uses.get(&at) {
-            None => return Err(KvError::corrupt("store", at, format!("block of {} bytes is neither in use nor free: leaked", 1u64 << class))),
+            None => {
+                return Err(KvError::corrupt(
+                    "store",
+                    at,
+                    format!(
+                        "block of {} bytes is neither in use nor free: leaked",
+                        1u64 << class
+                    ),
+                ));
+            }
             Some(Use::Free) => report.blocks_free += 1,
             Some(_) => report.blocks_used += 1,
         }
@@ -175,10 +252,21 @@ fn walk_heap(v: &View<'_>, uses: &HashMap<u64, Use>, report: &mut Report) -> Res
         at += 1 << class;
     }
     if at != bump {
-        return Err(KvError::corrupt("store", at, "the last block runs past the bump pointer"));
+        return Err(KvError::corrupt(
+            "store",
+            at,
+            "the last block runs past the bump pointer",
+        ));
     }
     if seen != uses.len() {
-        return Err(KvError::corrupt("store", h.heap, format!("{} blocks are reached, {seen} lie in the heap: a link into the middle of a block", uses.len())));
+        return Err(KvError::corrupt(
+            "store",
+            h.heap,
+            format!(
+                "{} blocks are reached, {seen} lie in the heap: a link into the middle of a block",
+                uses.len()
+            ),
+        ));
     }
     report.heap_bytes = bump - h.heap;
     Ok(())

@@ -57,7 +57,9 @@ pub enum KvError {
     ReadOnly(String),
     /// A writer died in the middle of a SET and no writer has recovered the store yet;
     /// a read-only client cannot.
-    #[error("store {0}: a writer died mid-update; open it for writing once (`pmlab kv recover`) before reading")]
+    #[error(
+        "store {0}: a writer died mid-update; open it for writing once (`pmlab kv recover`) before reading"
+    )]
     NeedsRecovery(String),
     /// The address-space layer refused.
     #[error(transparent)]

@@ -133,11 +133,19 @@ impl Header {
         }
         let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
         if version != VERSION {
-            return Err(bad(8, "version", format!("{version}, this pmlab reads {VERSION}")));
+            return Err(bad(
+                8,
+                "version",
+                format!("{version}, this pmlab reads {VERSION}"),
+            ));
         }
         let stored = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes"));
         if stored != crc(b) {
-            return Err(bad(12, "checksum", format!("stored {stored:#010x}, computed {:#010x}", crc(b))));
+            return Err(bad(
+                12,
+                "checksum",
+                format!("stored {stored:#010x}, computed {:#010x}", crc(b)),
+            ));
         }
         let h = Header {
             size: u64_at(16),
@@ -148,10 +156,18 @@ impl Header {
         };
         let expect = Header::for_size(h.size, h.seed);
         if h.size != seg_size {
-            return Err(bad(16, "size", format!("{} bytes, the segment has {seg_size}", h.size)));
+            return Err(bad(
+                16,
+                "size",
+                format!("{} bytes, the segment has {seg_size}", h.size),
+            ));
         }
         if h != expect {
-            return Err(bad(24, "layout", format!("{h:?} is not this version's layout {expect:?}")));
+            return Err(bad(
+                24,
+                "layout",
+                format!("{h:?} is not this version's layout {expect:?}"),
+            ));
         }
         Ok(h)
     }

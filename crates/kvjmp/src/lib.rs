@@ -24,7 +24,7 @@
 //! # Ok(()) }
 //! ```
 
-// pub mod bench;
+pub mod bench;
 pub mod check;
 pub mod dict;
 mod error;

@@ -17,7 +17,10 @@ pub fn last_log_applied(seg: &[u8], h: &Header) -> Option<bool> {
     let Ok(image) = decode_redo(image) else {
         return Some(true); // a torn log: its transaction never committed
     };
-    Some(image.records.iter().all(|r| {
-        seg.get(r.addr as usize..r.addr as usize + r.data.len()) == Some(&r.data[..])
-    }))
+    Some(
+        image
+            .records
+            .iter()
+            .all(|r| seg.get(r.addr as usize..r.addr as usize + r.data.len()) == Some(&r.data[..])),
+    )
 }

@@ -33,15 +33,21 @@ impl RespClient {
     /// Connects to the server's Unix socket.
     pub fn connect(socket: &Path) -> std::io::Result<RespClient> {
         let s = UnixStream::connect(socket)?;
-        Ok(RespClient { out: s.try_clone()?, inp: BufReader::new(s), buf: Vec::new() })
+        Ok(RespClient {
+            out: s.try_clone()?,
+            inp: BufReader::new(s),
+            buf: Vec::new(),
+        })
     }
 
     /// Sends one command and reads its reply.
     pub fn call(&mut self, argv: &[&[u8]]) -> std::io::Result<Reply> {
         self.buf.clear();
-        self.buf.extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
+        self.buf
+            .extend_from_slice(format!("*{}\r\n", argv.len()).as_bytes());
         for a in argv {
-            self.buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            self.buf
+                .extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
             self.buf.extend_from_slice(a);
             self.buf.extend_from_slice(b"\r\n");
         }
@@ -54,15 +60,23 @@ impl RespClient {
         let mut line = Vec::new();
         self.inp.read_until(b'\n', &mut line)?;
         if line.len() < 3 || !line.ends_with(b"\r\n") {
-            return Err(bad(format!("reply line {:?} is not CRLF-terminated", String::from_utf8_lossy(&line))));
+            return Err(bad(format!(
+                "reply line {:?} is not CRLF-terminated",
+                String::from_utf8_lossy(&line)
+            )));
         }
         let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
         match line[0] {
             b'+' => Ok(Reply::Status(text)),
             b'-' => Ok(Reply::Error(text)),
-            b':' => text.parse().map(Reply::Int).map_err(|_| bad(format!("integer reply {text:?}"))),
+            b':' => text
+                .parse()
+                .map(Reply::Int)
+                .map_err(|_| bad(format!("integer reply {text:?}"))),
             b'$' => {
-                let n: i64 = text.parse().map_err(|_| bad(format!("bulk length {text:?}")))?;
+                let n: i64 = text
+                    .parse()
+                    .map_err(|_| bad(format!("bulk length {text:?}")))?;
                 if n < 0 {
                     return Ok(Reply::Nil);
                 }
@@ -71,7 +85,10 @@ impl RespClient {
                 v.truncate(n as usize);
                 Ok(Reply::Bulk(v))
             }
-            c => Err(bad(format!("reply type {:?} not expected from GET or SET", c as char))),
+            c => Err(bad(format!(
+                "reply type {:?} not expected from GET or SET",
+                c as char
+            ))),
         }
     }
 }

@@ -37,7 +37,11 @@ pub struct Faults {
 
 /// The store's registry names.
 pub fn names(store: &str) -> (String, String, String) {
-    (format!("kv.{store}"), format!("kv.{store}.r"), format!("kv.{store}.w"))
+    (
+        format!("kv.{store}"),
+        format!("kv.{store}.r"),
+        format!("kv.{store}.w"),
+    )
 }
 
 /// One client of a store.
@@ -62,7 +66,13 @@ pub struct KvStore {
 impl KvStore {
     /// Creates store `name` of `size` bytes in registry `dir`, with permission bits
     /// `mode` on its segment and VASes, and a hash seed; returns a writing client.
-    pub fn create(dir: &Path, name: &str, size: u64, mode: Mode, seed: u64) -> Result<KvStore, KvError> {
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        size: u64,
+        mode: Mode,
+        seed: u64,
+    ) -> Result<KvStore, KvError> {
         if size < MIN_SEGMENT {
             return Err(KvError::Invalid {
                 field: "size",
@@ -86,7 +96,8 @@ impl KvStore {
     /// Opens store `name` in `dir` by name, for reading only or also for writing.
     pub fn open(dir: &Path, name: &str, write: bool) -> Result<KvStore, KvError> {
         let mut store = Self::attach(dir, name, write)?;
-        store.spaces.vas_switch(store.ro)?;
+        let r = store.spaces.vas_switch(store.ro)?;
+        store.note_switch(r);
         let h = store.read_header();
         store.spaces.vas_switch_home()?;
         store.header = Some(h?);
@@ -173,7 +184,10 @@ impl KvStore {
     }
 
     fn areas(h: &Header) -> (Area, Area) {
-        (Area::new(h.log, LOG_LEN), Area::new(h.root, h.size - h.root))
+        (
+            Area::new(h.log, LOG_LEN),
+            Area::new(h.root, h.size - h.root),
+        )
     }
 
     fn mem(&self) -> SegMem {
@@ -188,15 +202,20 @@ impl KvStore {
             let h = Header::for_size(self.size, seed);
             let (log, data) = Self::areas(&h);
             let mut mem = self.mem();
-            mem.write(h.root, &[0u8; 4096]).map_err(pmlab_tx::TxError::from)?;
-            mem.write_u64(h.root + root::REHASH, crate::layout::NOT_REHASHING).map_err(pmlab_tx::TxError::from)?;
-            mem.write_u64(h.root + root::BUMP, h.heap).map_err(pmlab_tx::TxError::from)?;
-            mem.write_u64(h.root + root::RECOVERED, self.lock.recoveries()).map_err(pmlab_tx::TxError::from)?;
+            mem.write(h.root, &[0u8; 4096])
+                .map_err(pmlab_tx::TxError::from)?;
+            mem.write_u64(h.root + root::REHASH, crate::layout::NOT_REHASHING)
+                .map_err(pmlab_tx::TxError::from)?;
+            mem.write_u64(h.root + root::BUMP, h.heap)
+                .map_err(pmlab_tx::TxError::from)?;
+            mem.write_u64(h.root + root::RECOVERED, self.lock.recoveries())
+                .map_err(pmlab_tx::TxError::from)?;
             mem.persist(h.root, 4096).map_err(pmlab_tx::TxError::from)?;
             let mut mem = RedoProtocol::format(mem, log, data)?.into_memory();
             // The header last: a store whose format did not finish has no magic.
             mem.write(0, &h.encode()).map_err(pmlab_tx::TxError::from)?;
-            mem.persist(0, HEADER_LEN).map_err(pmlab_tx::TxError::from)?;
+            mem.persist(0, HEADER_LEN)
+                .map_err(pmlab_tx::TxError::from)?;
             Ok::<_, KvError>(h)
         })();
         self.spaces.vas_switch_home()?;
@@ -240,14 +259,20 @@ impl KvStore {
     fn get_inside(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool, KvError> {
         let h = self.header();
         self.check_recovered(&h)?;
-        let n = self.scratch.encode(&[b"GET", key]).ok_or_else(|| too_big("key"))?;
+        let n = self
+            .scratch
+            .encode(&[b"GET", key])
+            .ok_or_else(|| too_big("key"))?;
         let (args, _) = self.scratch.parse::<2>(n).ok_or_else(|| too_big("key"))?;
         let what = self.what();
         // SAFETY: switched in (the segment is readable); the view lives in this block.
         let seg = unsafe { std::slice::from_raw_parts(self.base, self.size as usize) };
         let view = View::new(seg, &what)?;
         let value = view.get(self.scratch.arg(args[1]))?;
-        let reply = self.scratch.reply(n, value).ok_or_else(|| too_big("value"))?;
+        let reply = self
+            .scratch
+            .reply(n, value)
+            .ok_or_else(|| too_big("value"))?;
         Ok(self.scratch.take_reply(reply, out))
     }
 
@@ -256,7 +281,13 @@ impl KvStore {
     /// the redo log's last transaction is fully in place (replaying it would change
     /// nothing); otherwise a writer must open it first.
     fn check_recovered(&self, h: &Header) -> Result<(), KvError> {
-        let view_root = |f| u64::from_le_bytes(self.seg()[(h.root + f) as usize..][..8].try_into().expect("8"));
+        let view_root = |f| {
+            u64::from_le_bytes(
+                self.seg()[(h.root + f) as usize..][..8]
+                    .try_into()
+                    .expect("8"),
+            )
+        };
         if self.lock.recoveries() == view_root(root::RECOVERED) {
             return Ok(());
         }
@@ -269,12 +300,20 @@ impl KvStore {
     /// SET `key` to `value` in one transaction, under the exclusive lock.
     pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<SetEffect, KvError> {
         if key.len() > MAX_KEY {
-            return Err(KvError::Invalid { field: "key", problem: format!("{} bytes, at most {MAX_KEY}", key.len()) });
+            return Err(KvError::Invalid {
+                field: "key",
+                problem: format!("{} bytes, at most {MAX_KEY}", key.len()),
+            });
         }
         if value.len() > MAX_VALUE {
-            return Err(KvError::Invalid { field: "value", problem: format!("{} bytes, at most {MAX_VALUE}", value.len()) });
+            return Err(KvError::Invalid {
+                field: "value",
+                problem: format!("{} bytes, at most {MAX_VALUE}", value.len()),
+            });
         }
-        let rw = self.rw.ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
+        let rw = self
+            .rw
+            .ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
         let r = self.spaces.vas_switch(rw)?;
         self.note_switch(r);
         let out = self.set_inside(key, value);
@@ -284,14 +323,22 @@ impl KvStore {
 
     fn set_inside(&mut self, key: &[u8], value: &[u8]) -> Result<SetEffect, KvError> {
         let h = self.header();
-        let n = self.scratch.encode(&[b"SET", key, value]).ok_or_else(|| too_big("value"))?;
+        let n = self
+            .scratch
+            .encode(&[b"SET", key, value])
+            .ok_or_else(|| too_big("value"))?;
         let (args, _) = self.scratch.parse::<3>(n).ok_or_else(|| too_big("value"))?;
         // The transaction buffers its stores in the process's own memory, so the
         // arguments are copied out of the scratch heap once.
         let (key, value) = (self.scratch.arg_vec(args[1]), self.scratch.arg_vec(args[2]));
         let map = |e: AllocError, store: &str| match e {
-            AllocError::Full(bytes) => KvError::Full { store: store.to_string(), bytes },
-            AllocError::BadFreeBlock(at) => KvError::corrupt(store, at, "free-list block without a valid header"),
+            AllocError::Full(bytes) => KvError::Full {
+                store: store.to_string(),
+                bytes,
+            },
+            AllocError::BadFreeBlock(at) => {
+                KvError::corrupt(store, at, "free-list block without a valid header")
+            }
             AllocError::Tx(e) => e.into(),
         };
         if self.faults.in_place {
@@ -337,7 +384,9 @@ impl KvStore {
     /// Switches into the read-write VAS and back, recovering the store if a writer
     /// died in it (every SET does this first; `pmlab kv recover` does only this).
     pub fn recover(&mut self) -> Result<Recovery, KvError> {
-        let rw = self.rw.ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
+        let rw = self
+            .rw
+            .ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
         let r = self.spaces.vas_switch(rw)?;
         self.note_switch(r);
         let h = self.header();
@@ -364,5 +413,8 @@ impl KvStore {
 }
 
 fn too_big(field: &'static str) -> KvError {
-    KvError::Invalid { field, problem: format!("does not fit the {SCRATCH_BYTES}-byte scratch heap") }
+    KvError::Invalid {
+        field,
+        problem: format!("does not fit the {SCRATCH_BYTES}-byte scratch heap"),
+    }
 }

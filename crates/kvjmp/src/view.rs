@@ -47,9 +47,9 @@ impl<'a> View<'a> {
     pub fn bytes(&self, at: u64, len: u64) -> Result<&'a [u8], KvError> {
         let a = usize::try_from(at).unwrap_or(usize::MAX);
         let e = a.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
-        self.seg
-            .get(a..e)
-            .ok_or_else(|| KvError::corrupt(self.what, at, format!("{len} bytes beyond the segment")))
+        self.seg.get(a..e).ok_or_else(|| {
+            KvError::corrupt(self.what, at, format!("{len} bytes beyond the segment"))
+        })
     }
 
     /// A root field.
@@ -89,7 +89,11 @@ impl<'a> View<'a> {
                 continue;
             }
             if !size.is_power_of_two() {
-                return Err(KvError::corrupt(self.what, self.h.root + root::size(t), format!("bucket count {size} is not a power of two")));
+                return Err(KvError::corrupt(
+                    self.what,
+                    self.h.root + root::size(t),
+                    format!("bucket count {size} is not a power of two"),
+                ));
             }
             let mut link = slot(block, hash & (size - 1));
             let mut e = self.u64_at(link)?;
@@ -98,7 +102,11 @@ impl<'a> View<'a> {
                 self.check_entry_ptr(e, link)?;
                 steps += 1;
                 if steps > budget {
-                    return Err(KvError::corrupt(self.what, link, "chain longer than the heap can hold: a cycle"));
+                    return Err(KvError::corrupt(
+                        self.what,
+                        link,
+                        "chain longer than the heap can hold: a cycle",
+                    ));
                 }
                 if self.u64_at(e + entry::HASH)? == hash {
                     let (k, v) = self.entry(e)?;

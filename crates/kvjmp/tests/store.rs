@@ -12,7 +12,10 @@ use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn scratch() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("pmlab-kv-test").tempdir_in("/dev/shm").unwrap()
+    tempfile::Builder::new()
+        .prefix("pmlab-kv-test")
+        .tempdir_in("/dev/shm")
+        .unwrap()
 }
 
 /// Runs `body` in a child process of this test: segments sit at fixed addresses that
@@ -30,7 +33,10 @@ fn alone(test: &str, body: impl FnOnce()) {
 
 #[test]
 fn sets_and_gets_match_a_reference_map_through_several_rehashes() {
-    alone("sets_and_gets_match_a_reference_map_through_several_rehashes", sets_and_gets);
+    alone(
+        "sets_and_gets_match_a_reference_map_through_several_rehashes",
+        sets_and_gets,
+    );
 }
 
 fn sets_and_gets() {
@@ -41,7 +47,11 @@ fn sets_and_gets() {
     let mut expanded = 0;
     for i in 0..3000u32 {
         let k = format!("key:{:012}", rng.gen_range(0..1500u32)).into_bytes();
-        let v = format!("v{}", "x".repeat(rng.gen_range(0..40usize) + (i % 3) as usize)).into_bytes();
+        let v = format!(
+            "v{}",
+            "x".repeat(rng.gen_range(0..40usize) + (i % 3) as usize)
+        )
+        .into_bytes();
         let e = s.set(&k, &v).unwrap();
         expanded += u32::from(e.expanded);
         reference.insert(k.clone(), v);
@@ -68,13 +78,17 @@ fn the_store_is_found_again_by_name_after_every_process_exits() {
             "create" => {
                 let mut s = KvStore::create(dir, "kept", 8 << 20, Mode(0o600), 3).unwrap();
                 for i in 0..500 {
-                    s.set(format!("k{i}").as_bytes(), format!("v{i}").as_bytes()).unwrap();
+                    s.set(format!("k{i}").as_bytes(), format!("v{i}").as_bytes())
+                        .unwrap();
                 }
             }
             _ => {
                 let mut s = KvStore::open(dir, "kept", false).unwrap();
                 for i in 0..500 {
-                    assert_eq!(s.get(format!("k{i}").as_bytes()).unwrap(), Some(format!("v{i}").into_bytes()));
+                    assert_eq!(
+                        s.get(format!("k{i}").as_bytes()).unwrap(),
+                        Some(format!("v{i}").into_bytes())
+                    );
                 }
                 assert_eq!(s.check().unwrap().contents.len(), 500);
             }
@@ -82,17 +96,23 @@ fn the_store_is_found_again_by_name_after_every_process_exits() {
     });
     let dir = scratch();
     for role in ["create", "read"] {
-        let st = child::command("the_store_is_found_again_by_name_after_every_process_exits", role)
-            .env("KV_DIR", dir.path())
-            .status()
-            .unwrap();
+        let st = child::command(
+            "the_store_is_found_again_by_name_after_every_process_exits",
+            role,
+        )
+        .env("KV_DIR", dir.path())
+        .status()
+        .unwrap();
         assert!(st.success(), "{role}: {st:?}");
     }
 }
 
 #[test]
 fn a_segment_of_another_format_is_refused_with_its_field() {
-    alone("a_segment_of_another_format_is_refused_with_its_field", another_format);
+    alone(
+        "a_segment_of_another_format_is_refused_with_its_field",
+        another_format,
+    );
 }
 
 fn another_format() {
@@ -101,7 +121,10 @@ fn another_format() {
     // A segment and VASes with the store's names, holding something else.
     let mut s = NativeSpaces::open(dir.path()).unwrap();
     let sid = s.seg_alloc("kv.fake", None, 8 << 20, Mode(0o600)).unwrap();
-    for (v, a) in [("kv.fake.r", pmlab_vas::Access::ReadOnly), ("kv.fake.w", pmlab_vas::Access::ReadWrite)] {
+    for (v, a) in [
+        ("kv.fake.r", pmlab_vas::Access::ReadOnly),
+        ("kv.fake.w", pmlab_vas::Access::ReadWrite),
+    ] {
         let vid = s.vas_create(v, Mode(0o600)).unwrap();
         s.seg_attach(pmlab_vas::AttachTo::Vas(vid), sid, a).unwrap();
     }
@@ -110,7 +133,12 @@ fn another_format() {
     unsafe { std::ptr::copy_nonoverlapping(b"GUPSDATA".as_ptr(), s.segment_base(sid).unwrap(), 8) };
     drop(s);
     match KvStore::open(dir.path(), "fake", false) {
-        Err(KvError::BadFormat { offset: 0, field: "magic", problem, .. }) => {
+        Err(KvError::BadFormat {
+            offset: 0,
+            field: "magic",
+            problem,
+            ..
+        }) => {
             assert!(problem.contains("GUPSDATA"), "{problem}")
         }
         other => panic!("{:?}", other.err()),

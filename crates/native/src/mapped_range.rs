@@ -2,7 +2,9 @@
 //! its fixed address (`pmlab-vas` maps it and decides who may write it), reached by
 //! the transaction protocols like any region, with the same persist instructions.
 
-use pmlab_spine::{Addr, FlushKind, Memory, PersistCounters, SpineError, check_bounds, lines_spanned};
+use pmlab_spine::{
+    Addr, FlushKind, Memory, PersistCounters, SpineError, check_bounds, lines_spanned,
+};
 
 use crate::persist::{PersistMode, flush_lines, store_fence};
 

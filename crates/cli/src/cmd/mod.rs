@@ -3,10 +3,12 @@
 pub mod bench;
 pub mod dinero;
 pub mod fs;
+pub mod kv;
+pub mod kv_bench;
 pub mod placement;
 pub mod reproduce;
 pub mod scm;
 pub mod trace;
+pub mod tx;
 pub mod vas;
 pub mod vas_stress;
-pub mod tx;
