@@ -52,6 +52,8 @@ pub struct KvStore {
     base: *mut u8,
     size: u64,
     seg_path: PathBuf,
+    /// The segment file as errors name it.
+    seg_what: String,
     lock: SegLock,
     ro: VasHandle,
     rw: Option<VasHandle>,
@@ -125,6 +127,9 @@ impl KvStore {
         for h in [Some(ro), rw].into_iter().flatten() {
             spaces.seg_attach(AttachTo::Handle(h), scratch, Access::ReadWrite)?;
         }
+        // A request touches a few pages of a segment that may span gigabytes: switching
+        // away drops the entries it touched rather than re-protecting every page.
+        spaces.set_zap_on_switch(sid, true)?;
         let base = spaces.segment_base(sid).expect("attached");
         let size = spaces.segment_size(sid).expect("attached");
         let scratch_base = spaces.segment_base(scratch).expect("attached");
@@ -136,6 +141,7 @@ impl KvStore {
             sid,
             base,
             size,
+            seg_what: seg_path.display().to_string(),
             seg_path,
             lock,
             ro,
@@ -175,7 +181,7 @@ impl KvStore {
     }
 
     fn what(&self) -> String {
-        self.seg_path.display().to_string()
+        self.seg_what.clone()
     }
 
     fn read_header(&self) -> Result<Header, KvError> {
@@ -264,10 +270,9 @@ impl KvStore {
             .encode(&[b"GET", key])
             .ok_or_else(|| too_big("key"))?;
         let (args, _) = self.scratch.parse::<2>(n).ok_or_else(|| too_big("key"))?;
-        let what = self.what();
         // SAFETY: switched in (the segment is readable); the view lives in this block.
         let seg = unsafe { std::slice::from_raw_parts(self.base, self.size as usize) };
-        let view = View::new(seg, &what)?;
+        let view = View::with_header(seg, h, &self.seg_what);
         let value = view.get(self.scratch.arg(args[1]))?;
         let reply = self
             .scratch

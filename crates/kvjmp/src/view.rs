@@ -29,6 +29,12 @@ impl<'a> View<'a> {
         Ok(View { seg, h, what })
     }
 
+    /// Views `seg` with a header this client checked when it opened the store (the
+    /// header never changes after format), without reading it again.
+    pub fn with_header(seg: &'a [u8], h: Header, what: &'a str) -> View<'a> {
+        View { seg, h, what }
+    }
+
     /// The header.
     pub fn header(&self) -> &Header {
         &self.h
