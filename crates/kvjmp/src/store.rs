@@ -359,7 +359,7 @@ impl KvStore {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
                 p.write_u64(h.root + root::RECOVERED, recoveries)?;
             }
-            Ok::<_, AllocError>(dict::set(&mut p, &h, &key, &value)?)
+            dict::set(&mut p, &h, &key, &value)
         })();
         match r {
             Ok(effect) => {

@@ -106,14 +106,15 @@ mod tests {
         let mut buf = vec![0u8; 256];
         let mode = CpuPersistFeatures::detect().best_mode();
         // SAFETY: buf outlives m and is writable.
-        let mut m = unsafe { MappedRange::new(buf.as_mut_ptr(), 256, mode) };
-        m.write_u64(64, 7).unwrap();
-        m.persist(60, 8).unwrap();
-        assert_eq!(m.read_u64(64).unwrap(), 7);
-        assert!(m.write_u64(250, 1).is_err());
-        assert_eq!(m.persist_counters().flushes, 2);
-        assert_eq!(m.persist_counters().fences, 1);
-        drop(m);
+        {
+            let mut m = unsafe { MappedRange::new(buf.as_mut_ptr(), 256, mode) };
+            m.write_u64(64, 7).unwrap();
+            m.persist(60, 8).unwrap();
+            assert_eq!(m.read_u64(64).unwrap(), 7);
+            assert!(m.write_u64(250, 1).is_err());
+            assert_eq!(m.persist_counters().flushes, 2);
+            assert_eq!(m.persist_counters().fences, 1);
+        }
         assert_eq!(buf[64], 7);
     }
 }
