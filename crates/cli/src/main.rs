@@ -30,11 +30,14 @@ enum Command {
     Scm(cmd::scm::Args),
     /// The Aerie file system: serve a volume, fsck, stress.
     Fs(cmd::fs::Args),
+    /// SpaceJMP address spaces and segments: create, list, inspect, remove, check, stress.
+    Vas(cmd::vas::Args),
     /// Durable transactions: the papers' workloads under each protocol, timed beside
     /// PMDK, crash-explored on the model, killed at random moments.
     Tx(cmd::tx::Args),
-    /// SpaceJMP address spaces and segments: create, list, inspect, remove, check, stress.
-    Vas(cmd::vas::Args),
+    /// Redis_JMP: a key-value store in a lockable segment that clients switch into;
+    /// its benchmark beside the real Redis.
+    Kv(cmd::kv::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -47,8 +50,9 @@ fn main() -> std::process::ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Scm(a) => cmd::scm::run(a),
         Command::Fs(a) => cmd::fs::run(a),
-        Command::Tx(a) => cmd::tx::run(a),
         Command::Vas(a) => cmd::vas::run(a),
+        Command::Tx(a) => cmd::tx::run(a),
+        Command::Kv(a) => cmd::kv::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

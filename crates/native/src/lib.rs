@@ -38,6 +38,7 @@
 
 mod error;
 mod header;
+mod mapped_range;
 mod mapping;
 mod persist;
 mod region;
@@ -45,6 +46,7 @@ pub mod scm_model;
 
 pub use error::{RegionError, RegionSource};
 pub use header::{DATA_OFFSET, HEADER_LEN, Header, LAYOUT_VERSION, MAGIC, MIN_REGION_SIZE};
+pub use mapped_range::MappedRange;
 pub use mapping::Medium;
 pub use persist::{CpuPersistFeatures, PersistMode};
 pub use region::{ReadOnlyRegion, Region, RegionInfo, default_persist_mode};

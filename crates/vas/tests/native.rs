@@ -79,15 +79,21 @@ fn figure4_pointers_stored_in_a_segment_are_valid_in_another_process() {
     assert!(st.success());
 }
 
-/// Outside the VAS the segment is inaccessible: a load faults (SIGSEGV in a child).
+/// Outside the VAS the segment is inaccessible: a load faults (SIGSEGV in a child),
+/// also when switching away drops the segment's page-table entries (`zap`), whose
+/// stores survive in the segment.
 #[test]
 fn a_segment_is_inaccessible_outside_its_vas() {
-    child::branch(|_| {
+    child::branch(|role| {
         let dir = std::env::var("VAS_DIR").unwrap();
         let mut s = NativeSpaces::open(Path::new(&dir)).unwrap();
         let vh = s.vas_attach(s.vas_find("v0").unwrap()).unwrap();
         let sid = s.seg_find("s0").unwrap();
+        if role == "zap" {
+            s.set_zap_on_switch(sid, true).unwrap();
+        }
         s.vas_switch(vh).unwrap();
+        unsafe { std::ptr::write_volatile(s.segment_base(sid).unwrap() as *mut u64, 41) };
         s.vas_switch_home().unwrap();
         let p = s.segment_base(sid).unwrap() as *const u64;
         let v = unsafe { std::ptr::read_volatile(p) }; // must fault
@@ -95,12 +101,20 @@ fn a_segment_is_inaccessible_outside_its_vas() {
     });
     let dir = scratch();
     drop(figure4(dir.path(), "s0", "v0"));
-    let out = child::command("a_segment_is_inaccessible_outside_its_vas", "toucher")
-        .env("VAS_DIR", dir.path())
-        .output()
-        .unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{out:?}");
+    for role in ["toucher", "zap"] {
+        let out = child::command("a_segment_is_inaccessible_outside_its_vas", role)
+            .env("VAS_DIR", dir.path())
+            .output()
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{role}: {out:?}");
+    }
+    let mut s = NativeSpaces::open(dir.path()).unwrap();
+    let vh = s.vas_attach(s.vas_find("v0").unwrap()).unwrap();
+    let sid = s.seg_find("s0").unwrap();
+    s.vas_switch(vh).unwrap();
+    assert_eq!(unsafe { *(s.segment_base(sid).unwrap() as *const u64) }, 41);
+    s.vas_switch_home().unwrap();
 }
 
 #[test]

@@ -3,6 +3,8 @@
 pub mod bench;
 pub mod dinero;
 pub mod fs;
+pub mod kv;
+pub mod kv_bench;
 pub mod placement;
 pub mod reproduce;
 pub mod scm;

@@ -103,6 +103,7 @@ impl NativeSpaces {
                 lockable: flags & FLAG_LOCKABLE != 0,
                 pkey,
                 private: false,
+                zap: false,
             },
         );
         Ok(())

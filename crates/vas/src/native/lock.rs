@@ -362,6 +362,12 @@ impl SegLock {
         }
     }
 
+    /// Dead holders cleared since the lock was created: one atomic load, for clients
+    /// that check on every switch whether a holder died since they last looked.
+    pub fn recoveries(&self) -> u64 {
+        self.word(RECOVERIES_AT).load(Ordering::Acquire)
+    }
+
     /// Clears every dead holder (what `pmlab vas check --repair` does); returns their pids.
     pub fn recover(&self) -> Result<Vec<u32>, VasError> {
         let _g = self.guard()?;

@@ -37,6 +37,9 @@ pub struct Mapped {
     pub pkey: Option<u32>,
     /// A process-private segment.
     pub private: bool,
+    /// Drop its page-table entries when it becomes inaccessible (see
+    /// `NativeSpaces::set_zap_on_switch`).
+    pub zap: bool,
 }
 
 /// Maps `size` bytes of `fd` from `offset` at exactly `base`, inaccessible, never
@@ -111,6 +114,18 @@ impl Mapped {
     pub fn protect(&mut self, prot: ProtFlags) -> Result<bool, VasError> {
         if self.prot == prot {
             return Ok(false);
+        }
+        if self.zap && prot.is_empty() {
+            // SAFETY: the range is this segment's shared mapping: dropping its entries
+            // loses no data (the pages stay in the file), later touches fault them in.
+            unsafe {
+                rustix::mm::madvise(
+                    self.base as *mut _,
+                    self.size as usize,
+                    rustix::mm::Advice::LinuxDontNeed,
+                )
+            }
+            .map_err(|e| VasError::io("madvise", Path::new(&self.name), e.into()))?;
         }
         // SAFETY: the range is this segment's mapping.
         unsafe {

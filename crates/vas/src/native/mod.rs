@@ -139,6 +139,33 @@ impl NativeSpaces {
         self.mapped.get(&sid).map(|m| m.size)
     }
 
+    /// Whether switching away from a VAS holding segment `sid` also drops the
+    /// segment's page-table entries (`madvise(MADV_DONTNEED)`; its pages stay in the
+    /// file). The `mprotect` path changes every entry present, so a switch over a
+    /// large, widely touched segment costs in proportion to the pages touched since it
+    /// was mapped; with this set, a switch changes only the entries touched since the
+    /// last one, as a CR3 switch changes none — at the price of a minor fault on the
+    /// first touch of each page after every switch. For clients that touch a few pages
+    /// per visit (a key-value store's GET and SET). No effect on the pkeys path.
+    pub fn set_zap_on_switch(&mut self, sid: SegId, zap: bool) -> Result<(), VasError> {
+        let m = self.mapped.get_mut(&sid).ok_or(VasError::NotFound {
+            kind: "mapped segment",
+            name: sid.to_string(),
+        })?;
+        m.zap = zap;
+        // Without read-around, a fault maps only the page touched, so the next switch
+        // away has only those entries to drop.
+        let advice = if zap {
+            rustix::mm::Advice::Random
+        } else {
+            rustix::mm::Advice::Normal
+        };
+        // SAFETY: the range is this segment's mapping; the advice changes no contents.
+        unsafe { rustix::mm::madvise(m.base as *mut _, m.size as usize, advice) }
+            .map_err(|e| VasError::io("madvise", std::path::Path::new(&m.name), e.into()))?;
+        Ok(())
+    }
+
     /// The VAS that handle `vh` attaches.
     pub fn handle_vas(&self, vh: VasHandle) -> Option<VasId> {
         self.handles.get(&vh.0).map(|h| h.vid)

@@ -338,6 +338,7 @@ impl NativeSpaces {
                 lockable: false,
                 pkey: self.new_pkey(base, size, true)?,
                 private: true,
+                zap: false,
             },
         );
         Ok(id)

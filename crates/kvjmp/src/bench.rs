@@ -1,0 +1,278 @@
+//! The benchmark of Figures 10a–10c: `redis-benchmark`'s GET/SET test mirrored for the
+//! store, and the real `redis-server` driven by the real `redis-benchmark` over a Unix
+//! socket beside it, in the same run.
+//!
+//! The workload is `redis-benchmark -t set,get -n N -c C -r K -d 4`: keys
+//! `key:` + a 12-digit number drawn uniformly from `[0, K)`, 4-byte values of `x`, the
+//! SET test first (it fills the key space), then the GET test; N requests in total
+//! over C clients. Here every client is a process of its own that opens the store,
+//! waits until all are ready, runs its share (xoshiro256++ seeded from the run's seed
+//! and its index) and reports its first and last instant on `CLOCK_MONOTONIC`;
+//! throughput is all requests over the span from the first start to the last end.
+//! The SET-percentage sweep runs mixes (each request a SET with the given
+//! probability) through the store and, for Redis, through pmlab's own RESP client
+//! processes (one request in flight per connection, as `redis-benchmark` without
+//! pipelining), since `redis-benchmark` runs one command per test.
+
+pub mod client;
+pub mod redis;
+
+use serde::Serialize;
+
+/// One measured point of the JSON list.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Row {
+    /// `pmlab`, `redis` or `redis-per-core`.
+    pub system: String,
+    /// Client processes (pmlab), connections (redis), or connections over all
+    /// instances (redis-per-core).
+    pub clients: u32,
+    /// `GET`, `SET`, or `MIX` for the sweep's points between 0 and 100 % SETs.
+    pub op: String,
+    /// Percentage of requests that are SETs.
+    pub set_pct: u32,
+    /// Requests per second (median over the repetitions).
+    pub req_per_s: f64,
+}
+
+/// The workload's parameters, as `redis-benchmark`'s flags.
+#[derive(Clone, Debug, Serialize)]
+pub struct Workload {
+    /// Requests per test over all clients (`-n`).
+    pub requests: u64,
+    /// Keys are drawn from `[0, keyspace)` (`-r`).
+    pub keyspace: u64,
+    /// Value bytes (`-d`).
+    pub value_len: usize,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// The key with number `n`, as `redis-benchmark -r` writes `key:__rand_int__`.
+pub fn key(n: u64, out: &mut Vec<u8>) {
+    use std::io::Write;
+    out.clear();
+    write!(out, "key:{n:012}").expect("writing to a Vec");
+}
+
+/// The median of `xs` (which must not be empty).
+pub fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+/// What `pmlab kv bench` runs.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Client counts (`--clients 1,2`).
+    pub clients: Vec<u32>,
+    /// Repetitions (medians reported).
+    pub reps: u32,
+    /// The workload.
+    pub workload: Workload,
+    /// SET percentages of the sweep (Figure 10c) besides 0 and 100.
+    pub sweep: Vec<u32>,
+    /// Run the real Redis beside the store.
+    pub vs_redis: bool,
+    /// Cores of this machine (Redis instances of `redis-per-core`).
+    pub cores: u32,
+    /// Segment bytes of the benchmark's stores.
+    pub store_bytes: u64,
+}
+
+type Samples = std::collections::BTreeMap<(String, u32, String, u32), Vec<f64>>;
+
+fn op_of(pct: u32) -> &'static str {
+    match pct {
+        0 => "GET",
+        100 => "SET",
+        _ => "MIX",
+    }
+}
+
+/// Runs the plan; `command` starts one client process for a spec; `tick` is called
+/// after every measurement with its label (for progress).
+pub fn run(
+    plan: &Plan,
+    command: &dyn Fn(&client::ClientSpec) -> std::process::Command,
+    tick: &mut dyn FnMut(&str),
+) -> Result<Vec<Row>, String> {
+    let mut samples = Samples::new();
+    for rep in 0..plan.reps {
+        for &c in &plan.clients {
+            let salt = u64::from(rep) << 8 | u64::from(c);
+            run_pmlab(plan, c, salt, command, &mut samples, tick)?;
+            if plan.vs_redis {
+                run_redis(plan, c, salt, command, &mut samples, tick)?;
+                run_redis_per_core(plan, c, &mut samples, tick)?;
+            }
+        }
+    }
+    Ok(samples
+        .into_iter()
+        .map(|((system, clients, op, set_pct), mut xs)| Row {
+            system,
+            clients,
+            op,
+            set_pct,
+            req_per_s: median(&mut xs),
+        })
+        .collect())
+}
+
+fn add(samples: &mut Samples, system: &str, clients: u32, pct: u32, rps: f64) {
+    samples
+        .entry((system.to_string(), clients, op_of(pct).to_string(), pct))
+        .or_default()
+        .push(rps);
+}
+
+/// SET test, GET test, then the sweep's mixes on a fresh store.
+fn run_pmlab(
+    plan: &Plan,
+    c: u32,
+    salt: u64,
+    command: &dyn Fn(&client::ClientSpec) -> std::process::Command,
+    samples: &mut Samples,
+    tick: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("pmlab-kv-bench")
+        .tempdir_in(shm_or_tmp())
+        .map_err(|e| format!("temporary registry: {e}"))?;
+    drop(
+        crate::KvStore::create(
+            dir.path(),
+            "bench",
+            plan.store_bytes,
+            pmlab_vas::Mode(0o600),
+            plan.workload.seed,
+        )
+        .map_err(|e| e.to_string())?,
+    );
+    let target = client::Target::Store {
+        dir: dir.path().to_path_buf(),
+        name: "bench".into(),
+    };
+    for pct in [100, 0].into_iter().chain(plan.sweep.iter().copied()) {
+        let specs = client::specs(
+            &target,
+            c,
+            plan.workload.requests,
+            pct,
+            &plan.workload,
+            salt ^ u64::from(pct),
+        );
+        let rps = client::run_clients(&specs, command)?;
+        add(samples, "pmlab", c, pct, rps);
+        tick(&format!("pmlab {c} client(s) {pct}% SET"));
+    }
+    Ok(())
+}
+
+/// `redis-benchmark -c C` against one server, then the sweep through RESP clients.
+fn run_redis(
+    plan: &Plan,
+    c: u32,
+    salt: u64,
+    command: &dyn Fn(&client::ClientSpec) -> std::process::Command,
+    samples: &mut Samples,
+    tick: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let server = redis::RedisServer::start()?;
+    let (set, get) =
+        redis::finish_benchmark(redis::start_benchmark(server.socket(), c, &plan.workload)?)?;
+    add(samples, "redis", c, 100, set);
+    add(samples, "redis", c, 0, get);
+    tick(&format!("redis {c} client(s) GET/SET"));
+    let target = client::Target::Redis(server.socket().to_path_buf());
+    for &pct in &plan.sweep {
+        let specs = client::specs(
+            &target,
+            c,
+            plan.workload.requests,
+            pct,
+            &plan.workload,
+            salt ^ u64::from(pct),
+        );
+        let rps = client::run_clients(&specs, command)?;
+        add(samples, "redis", c, pct, rps);
+        tick(&format!("redis {c} client(s) {pct}% SET"));
+    }
+    Ok(())
+}
+
+/// The paper's "Redis 6x": independent instances (one per core, at most one per
+/// client), each with its own `redis-benchmark` running at the same time and sharing
+/// the clients and requests; their rates are summed.
+fn run_redis_per_core(
+    plan: &Plan,
+    c: u32,
+    samples: &mut Samples,
+    tick: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let instances = c.min(plan.cores).max(1);
+    let servers = (0..instances)
+        .map(|_| redis::RedisServer::start())
+        .collect::<Result<Vec<_>, _>>()?;
+    let w = Workload {
+        requests: plan.workload.requests / u64::from(instances),
+        ..plan.workload.clone()
+    };
+    let running = servers
+        .iter()
+        .map(|s| redis::start_benchmark(s.socket(), c / instances, &w))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (mut set, mut get) = (0.0, 0.0);
+    for b in running {
+        let (s, g) = redis::finish_benchmark(b)?;
+        set += s;
+        get += g;
+    }
+    add(samples, "redis-per-core", c, 100, set);
+    add(samples, "redis-per-core", c, 0, get);
+    tick(&format!("redis-per-core {c} client(s) GET/SET"));
+    Ok(())
+}
+
+/// `/dev/shm` where it exists (the stores' segments are memory), else the temp dir.
+pub fn shm_or_tmp() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// The command-line arguments of `pmlab kv bench-client` for `spec`.
+pub fn client_args(spec: &client::ClientSpec) -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = Vec::new();
+    match &spec.target {
+        client::Target::Store { dir, name } => {
+            a.extend([
+                "--dir".into(),
+                dir.clone().into_os_string(),
+                "--store".into(),
+                name.into(),
+            ]);
+        }
+        client::Target::Redis(sock) => a.extend(["--redis".into(), sock.clone().into_os_string()]),
+    }
+    for (flag, v) in [
+        ("--requests", spec.requests.to_string()),
+        ("--set-pct", spec.set_pct.to_string()),
+        ("--keyspace", spec.keyspace.to_string()),
+        ("--value-len", spec.value_len.to_string()),
+        ("--seed", spec.seed.to_string()),
+    ] {
+        a.push(flag.into());
+        a.push(v.into());
+    }
+    a
+}

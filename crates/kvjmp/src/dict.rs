@@ -1,0 +1,269 @@
+//! Redis's dict in the segment: two chained hash tables and incremental rehashing.
+//!
+//! As in Redis, table 0 is the live table; when its entry count reaches its bucket
+//! count it is expanded by starting a rehash into table 1 of twice the entries, and
+//! each later update moves one bucket (skipping at most ten empty ones) until table 0
+//! is empty, then table 1 becomes table 0. Lookups during a rehash search both tables;
+//! new keys go to table 1. Unlike Redis, resizing and rehash steps happen only in SETs,
+//! which hold the segment's lock exclusively (§5.3: "we modified it to resize and
+//! rehash entries only when a client has an exclusive lock"); GETs hold it shared and
+//! never change anything.
+//!
+//! An entry is one heap block: `next`, `hash`, key length (u32), value length (u32),
+//! the key's bytes, the value's bytes. Tables and chains hold block offsets (0: none).
+
+use pmlab_spine::Addr;
+use pmlab_tx::TxMemory;
+
+use crate::heap::{self, AllocError, SegTx};
+use crate::layout::{Header, NOT_REHASHING, hash_key, root};
+
+/// Payload offset of an entry's fields within its block.
+pub mod entry {
+    /// The next entry in the chain.
+    pub const NEXT: u64 = 8;
+    /// The key's hash.
+    pub const HASH: u64 = 16;
+    /// Key length (u32) then value length (u32).
+    pub const LENS: u64 = 24;
+    /// The key's first byte; the value follows the key.
+    pub const KEY: u64 = 32;
+}
+
+/// The bucket slot `idx` of the table in block `table`.
+pub fn slot(table: Addr, idx: u64) -> Addr {
+    table + 8 + 8 * idx
+}
+
+/// What a SET did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetEffect {
+    /// The key existed (its value was replaced).
+    pub replaced: bool,
+    /// A rehash was started by this SET.
+    pub expanded: bool,
+    /// Buckets this SET moved from table 0 to table 1.
+    pub buckets_moved: u64,
+}
+
+struct Table {
+    block: Addr,
+    size: u64,
+}
+
+fn table<T: TxMemory>(tx: &mut T, h: &Header, t: u64) -> Result<Table, AllocError> {
+    Ok(Table {
+        block: tx.tx_read_u64(h.root + root::table(t))?,
+        size: tx.tx_read_u64(h.root + root::size(t))?,
+    })
+}
+
+fn add_used<T: TxMemory>(tx: &mut T, h: &Header, t: u64, delta: i64) -> Result<(), AllocError> {
+    let at = h.root + root::used(t);
+    let used = tx.tx_read_u64(at)?;
+    tx.tx_write_u64(at, used.wrapping_add_signed(delta))?;
+    Ok(())
+}
+
+/// Stores `value` under `key` in one running transaction: a rehash step, an expansion
+/// when the table is full, then the insert or replacement.
+pub fn set<T: SegTx>(
+    tx: &mut T,
+    h: &Header,
+    key: &[u8],
+    value: &[u8],
+) -> Result<SetEffect, AllocError> {
+    let mut effect = SetEffect::default();
+    if tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING {
+        effect.buckets_moved = rehash_step(tx, h)?;
+    }
+    let hash = hash_key(h.seed, key);
+    if let Some((link, old)) = find(tx, h, key, hash)? {
+        effect.replaced = true;
+        replace(tx, h, link, old, key, value)?;
+    } else {
+        effect.expanded = expand_if_needed(tx, h)?;
+        insert(tx, h, key, value, hash)?;
+    }
+    let sets = tx.tx_read_u64(h.root + root::SETS)?;
+    tx.tx_write_u64(h.root + root::SETS, sets + 1)?;
+    Ok(effect)
+}
+
+/// The link that points to `key`'s entry (a bucket slot or a `next` field) and the
+/// entry, searching table 0 and, during a rehash, table 1.
+fn find<T: TxMemory>(
+    tx: &mut T,
+    h: &Header,
+    key: &[u8],
+    hash: u64,
+) -> Result<Option<(Addr, Addr)>, AllocError> {
+    let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
+    let mut buf = Vec::new();
+    for t in 0..if rehashing { 2 } else { 1 } {
+        let tb = table(tx, h, t)?;
+        if tb.block == 0 {
+            continue;
+        }
+        let mut link = slot(tb.block, hash & (tb.size - 1));
+        let mut e = tx.tx_read_u64(link)?;
+        while e != 0 {
+            if tx.tx_read_u64(e + entry::HASH)? == hash {
+                let lens = tx.tx_read_u64(e + entry::LENS)?;
+                if lens as u32 as usize == key.len() {
+                    buf.resize(key.len(), 0);
+                    tx.tx_read(e + entry::KEY, &mut buf)?;
+                    if buf == key {
+                        return Ok(Some((link, e)));
+                    }
+                }
+            }
+            link = e + entry::NEXT;
+            e = tx.tx_read_u64(link)?;
+        }
+    }
+    Ok(None)
+}
+
+fn write_entry<T: SegTx>(
+    tx: &mut T,
+    e: Addr,
+    next: Addr,
+    hash: u64,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(), AllocError> {
+    let mut rec = Vec::with_capacity(24 + key.len() + value.len());
+    rec.extend_from_slice(&next.to_le_bytes());
+    rec.extend_from_slice(&hash.to_le_bytes());
+    rec.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    rec.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    rec.extend_from_slice(key);
+    rec.extend_from_slice(value);
+    tx.tx_write(e + entry::NEXT, &rec)?;
+    Ok(())
+}
+
+/// A new value for an existing key: in place when it has the old one's length (Redis
+/// replaces the value object; one small logged write here), else a new entry in the
+/// old one's place in the chain and the old block freed.
+fn replace<T: SegTx>(
+    tx: &mut T,
+    h: &Header,
+    link: Addr,
+    old: Addr,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(), AllocError> {
+    let lens = tx.tx_read_u64(old + entry::LENS)?;
+    if (lens >> 32) as usize == value.len() {
+        tx.tx_write(old + entry::KEY + key.len() as u64, value)?;
+        return Ok(());
+    }
+    let next = tx.tx_read_u64(old + entry::NEXT)?;
+    let hash = tx.tx_read_u64(old + entry::HASH)?;
+    let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
+    write_entry(tx, e, next, hash, key, value)?;
+    tx.tx_write_u64(link, e)?;
+    heap::free(tx, h, old)
+}
+
+fn insert<T: SegTx>(
+    tx: &mut T,
+    h: &Header,
+    key: &[u8],
+    value: &[u8],
+    hash: u64,
+) -> Result<(), AllocError> {
+    let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
+    let t = u64::from(rehashing);
+    let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
+    let tb = table(tx, h, t)?;
+    let at = slot(tb.block, hash & (tb.size - 1));
+    let head = tx.tx_read_u64(at)?;
+    write_entry(tx, e, head, hash, key, value)?;
+    tx.tx_write_u64(at, e)?;
+    add_used(tx, h, t, 1)
+}
+
+/// A zeroed table of `size` buckets; returns its block.
+fn new_table<T: SegTx>(tx: &mut T, h: &Header, size: u64) -> Result<Addr, AllocError> {
+    let block = heap::alloc(tx, h, size * 8)?;
+    tx.tx_write_u64(slot(block, 0), 0)?;
+    tx.zero_unlogged(slot(block, 1), (size - 1) * 8)?;
+    Ok(block)
+}
+
+/// Creates table 0 (4 buckets, Redis's initial size) or starts a rehash into a table
+/// for twice the entries, when table 0 is full (Redis's load factor 1).
+fn expand_if_needed<T: SegTx>(tx: &mut T, h: &Header) -> Result<bool, AllocError> {
+    if tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING {
+        return Ok(false);
+    }
+    let t0 = table(tx, h, 0)?;
+    if t0.block == 0 {
+        let block = new_table(tx, h, 4)?;
+        tx.tx_write_u64(h.root + root::table(0), block)?;
+        tx.tx_write_u64(h.root + root::size(0), 4)?;
+        return Ok(false);
+    }
+    let used = tx.tx_read_u64(h.root + root::used(0))?;
+    if used < t0.size {
+        return Ok(false);
+    }
+    let size = (used * 2).next_power_of_two();
+    let block = new_table(tx, h, size)?;
+    tx.tx_write_u64(h.root + root::table(1), block)?;
+    tx.tx_write_u64(h.root + root::size(1), size)?;
+    tx.tx_write_u64(h.root + root::used(1), 0)?;
+    tx.tx_write_u64(h.root + root::REHASH, 0)?;
+    Ok(true)
+}
+
+/// Redis's `dictRehash(d, 1)`: moves the next non-empty bucket of table 0 (visiting at
+/// most ten empty ones) to table 1; finishes the rehash when table 0 is empty.
+/// Returns the buckets moved (0 or 1).
+fn rehash_step<T: SegTx>(tx: &mut T, h: &Header) -> Result<u64, AllocError> {
+    let (t0, t1) = (table(tx, h, 0)?, table(tx, h, 1)?);
+    let mut idx = tx.tx_read_u64(h.root + root::REHASH)?;
+    let mut moved = 0;
+    let mut empty_visits = 10;
+    while idx < t0.size && tx.tx_read_u64(h.root + root::used(0))? != 0 {
+        let mut e = tx.tx_read_u64(slot(t0.block, idx))?;
+        if e == 0 {
+            idx += 1;
+            empty_visits -= 1;
+            if empty_visits == 0 {
+                break;
+            }
+            continue;
+        }
+        let mut n = 0i64;
+        while e != 0 {
+            let next = tx.tx_read_u64(e + entry::NEXT)?;
+            let to = slot(t1.block, tx.tx_read_u64(e + entry::HASH)? & (t1.size - 1));
+            let head = tx.tx_read_u64(to)?;
+            tx.tx_write_u64(e + entry::NEXT, head)?;
+            tx.tx_write_u64(to, e)?;
+            e = next;
+            n += 1;
+        }
+        tx.tx_write_u64(slot(t0.block, idx), 0)?;
+        add_used(tx, h, 0, -n)?;
+        add_used(tx, h, 1, n)?;
+        idx += 1;
+        moved = 1;
+        break;
+    }
+    if tx.tx_read_u64(h.root + root::used(0))? == 0 {
+        heap::free(tx, h, t0.block)?;
+        for f in [root::table(0), root::size(0), root::used(0)] {
+            let v = tx.tx_read_u64(h.root + f + 24)?;
+            tx.tx_write_u64(h.root + f, v)?;
+            tx.tx_write_u64(h.root + f + 24, 0)?;
+        }
+        idx = NOT_REHASHING;
+    }
+    tx.tx_write_u64(h.root + root::REHASH, idx)?;
+    Ok(moved)
+}

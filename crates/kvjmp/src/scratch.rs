@@ -1,0 +1,187 @@
+//! The client's small private scratch heap (§5.3): Redis builds objects even for a GET
+//! (the parsed command, the reply), which would need write access to the shared
+//! segment; Redis_JMP attaches a per-client scratch heap to the client's address
+//! space instead. Here it is a process-private segment attached to each of the
+//! client's VAS handles, accessible only while switched in: the command is written
+//! there in Redis's protocol (RESP), parsed there into its arguments, and the reply is
+//! built there before the client copies it out and switches home.
+
+/// A bump arena over the private segment, reset for every command.
+pub struct Scratch {
+    base: *mut u8,
+    len: usize,
+}
+
+/// Where one argument of a parsed command lies in the scratch heap.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Arg {
+    at: usize,
+    len: usize,
+}
+
+impl Scratch {
+    /// An arena over `[base, base + len)`.
+    ///
+    /// # Safety
+    /// The range must be a mapping owned by the caller that is writable whenever the
+    /// arena is used.
+    pub unsafe fn new(base: *mut u8, len: usize) -> Scratch {
+        Scratch { base, len }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the constructor's contract; used only while switched in.
+        unsafe { std::slice::from_raw_parts_mut(self.base, self.len) }
+    }
+
+    /// Writes `argv` as a RESP array at the arena's start; returns its length, or
+    /// `None` if it does not fit.
+    pub fn encode(&mut self, argv: &[&[u8]]) -> Option<usize> {
+        let need: usize = 16 + argv.iter().map(|a| a.len() + 16).sum::<usize>();
+        if need > self.len {
+            return None;
+        }
+        let buf = self.bytes();
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            buf[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        put(b"*");
+        put(itoa(argv.len(), &mut [0; 20]));
+        put(b"\r\n");
+        for a in argv {
+            put(b"$");
+            put(itoa(a.len(), &mut [0; 20]));
+            put(b"\r\n");
+            put(a);
+            put(b"\r\n");
+        }
+        Some(at)
+    }
+
+    /// Parses the RESP array of `n` bytes at the arena's start into at most `N`
+    /// arguments (positions in the arena).
+    pub fn parse<const N: usize>(&mut self, n: usize) -> Option<([Arg; N], usize)> {
+        let buf = &self.bytes()[..n];
+        let (count, mut at) = number(buf, 1)?;
+        if buf.first() != Some(&b'*') || count > N {
+            return None;
+        }
+        let mut out = [Arg::default(); N];
+        for slot in out.iter_mut().take(count) {
+            if buf.get(at) != Some(&b'$') {
+                return None;
+            }
+            let (len, start) = number(buf, at + 1)?;
+            *slot = Arg { at: start, len };
+            at = start + len + 2;
+        }
+        (at == n).then_some((out, count))
+    }
+
+    /// The bytes of a parsed argument.
+    pub fn arg(&mut self, a: Arg) -> &[u8] {
+        &self.bytes()[a.at..a.at + a.len]
+    }
+
+    /// Copies arguments out of the arena (for the writer, whose transaction buffers
+    /// its stores in the process's own memory anyway).
+    pub fn arg_vec(&mut self, a: Arg) -> Vec<u8> {
+        self.arg(a).to_vec()
+    }
+
+    /// Builds a bulk-string reply (`$len\r\nvalue\r\n`, or `$-1\r\n` for none) after the
+    /// command at offset `from`; returns the reply's range.
+    pub fn reply(&mut self, from: usize, value: Option<&[u8]>) -> Option<(usize, usize)> {
+        let v = value.unwrap_or(b"");
+        if from + v.len() + 32 > self.len {
+            return None;
+        }
+        let buf = self.bytes();
+        let mut at = from;
+        let mut put = |b: &[u8]| {
+            buf[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        };
+        match value {
+            None => put(b"$-1\r\n"),
+            Some(v) => {
+                put(b"$");
+                put(itoa(v.len(), &mut [0; 20]));
+                put(b"\r\n");
+                put(v);
+                put(b"\r\n");
+            }
+        }
+        Some((from, at))
+    }
+
+    /// Decodes a bulk-string reply at `range` into `out`; false for the null reply.
+    pub fn take_reply(&mut self, range: (usize, usize), out: &mut Vec<u8>) -> bool {
+        let buf = &self.bytes()[range.0..range.1];
+        out.clear();
+        if buf.starts_with(b"$-1") {
+            return false;
+        }
+        if let Some((len, start)) = number(buf, 1) {
+            out.extend_from_slice(&buf[start..start + len]);
+        }
+        true
+    }
+}
+
+fn itoa(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = 20;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // Move to a slice that lives as long as the buffer.
+    &buf[i..]
+}
+
+/// A decimal number at `at` ending in CRLF: the number and the offset after the CRLF.
+fn number(buf: &[u8], at: usize) -> Option<(usize, usize)> {
+    let mut n = 0usize;
+    let mut i = at;
+    while let Some(&d) = buf.get(i) {
+        if d == b'\r' {
+            return (i > at && buf.get(i + 1) == Some(&b'\n')).then_some((n, i + 2));
+        }
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(usize::from(d - b'0'))?;
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_round_trips_through_the_arena() {
+        let mut mem = vec![0u8; 4096];
+        // SAFETY: mem outlives s and is writable.
+        let mut s = unsafe { Scratch::new(mem.as_mut_ptr(), mem.len()) };
+        let n = s.encode(&[b"SET", b"key:1", b"\0\r\nx"]).unwrap();
+        let (args, count) = s.parse::<3>(n).unwrap();
+        assert_eq!(count, 3);
+        assert_eq!(s.arg(args[0]), b"SET");
+        assert_eq!(s.arg(args[2]), b"\0\r\nx");
+        let r = s.reply(n, Some(b"v")).unwrap();
+        let mut out = Vec::new();
+        assert!(s.take_reply(r, &mut out));
+        assert_eq!(out, b"v");
+        let r = s.reply(n, None).unwrap();
+        assert!(!s.take_reply(r, &mut out));
+        assert!(s.parse::<3>(n - 1).is_none());
+    }
+}
