@@ -45,7 +45,7 @@ impl Mirror {
     /// The state of an LLC of `ways` ways in `[base, base + len)`, if it fits.
     pub fn new(base: u64, len: u64, ways: u64) -> Option<Mirror> {
         let m = Mirror { base, ways };
-        (base.is_multiple_of(LINE) && m.bytes() <= len).then_some(m)
+        (base % LINE == 0 && m.bytes() <= len).then_some(m)
     }
 
     /// Bytes the state takes.

@@ -95,7 +95,7 @@ impl Layout {
     /// than two groups.
     pub fn new(base: u64, len: u64, reading: Reading) -> Option<Layout> {
         let gb = Self::bytes_of(reading);
-        if !base.is_multiple_of(LINE) || len < LINE + 2 * gb {
+        if base % LINE != 0 || len < LINE + 2 * gb {
             return None;
         }
         Some(Layout {
