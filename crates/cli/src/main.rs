@@ -32,6 +32,8 @@ enum Command {
     Fs(cmd::fs::Args),
     /// SpaceJMP address spaces and segments: create, list, inspect, remove, check, stress.
     Vas(cmd::vas::Args),
+    /// Alignments (SAM/BAM) in a persistent address space: load, flagstat, sort, index, view.
+    Sam(cmd::sam::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::Scm(a) => cmd::scm::run(a),
         Command::Fs(a) => cmd::fs::run(a),
         Command::Vas(a) => cmd::vas::run(a),
+        Command::Sam(a) => cmd::sam::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -5,6 +5,8 @@ pub mod dinero;
 pub mod fs;
 pub mod placement;
 pub mod reproduce;
+pub mod sam;
+pub mod sam_bench;
 pub mod scm;
 pub mod trace;
 pub mod vas;
