@@ -119,7 +119,9 @@ impl<A: Addressing> Arena<A> {
         }
         let r = self.root();
         if r.magic != MAGIC {
-            return Err(bad("does not hold loaded alignments (no PMLSAM01 root)".into()));
+            return Err(bad(
+                "does not hold loaded alignments (no PMLSAM01 root)".into()
+            ));
         }
         if r.size != self.size || r.used > r.size {
             return Err(bad(format!(

@@ -19,12 +19,7 @@ fn nt16(b: u8) -> u8 {
 }
 
 /// Appends record `c`'s SAM line (with newline) to `out`.
-pub fn sam_line<A: Addressing>(
-    arena: &Arena<A>,
-    names: &[&[u8]],
-    c: &Rec,
-    out: &mut Vec<u8>,
-) {
+pub fn sam_line<A: Addressing>(arena: &Arena<A>, names: &[&[u8]], c: &Rec, out: &mut Vec<u8>) {
     let rname = |t: i32| -> &[u8] {
         if t < 0 {
             b"*"
@@ -56,12 +51,7 @@ pub fn sam_line<A: Addressing>(
     if c.l_seq == 0 {
         out.push(b'*');
     }
-    out.extend(
-        arena
-            .bytes(c.seq, c.l_seq as u64)
-            .iter()
-            .map(|&b| nt16(b)),
-    );
+    out.extend(arena.bytes(c.seq, c.l_seq as u64).iter().map(|&b| nt16(b)));
     out.push(b'\t');
     if c.l_qual == 0 {
         out.push(b'*');

@@ -169,7 +169,9 @@ impl Gen {
     /// Places a read: chromosome and position with room for the read.
     fn place(&mut self, tid: Option<usize>) -> (usize, usize) {
         let tid = tid.unwrap_or_else(|| self.rng.gen_range(0..CHROMS));
-        let pos = self.rng.gen_range(0..self.refs[tid].len() - 2 * READ_LEN - 800);
+        let pos = self
+            .rng
+            .gen_range(0..self.refs[tid].len() - 2 * READ_LEN - 800);
         (tid, pos)
     }
 

@@ -199,7 +199,12 @@ fn fields<'r>(
             None => -1,
             Some(Ok(i)) => i as i32,
             Some(Err(_)) => {
-                return Err(bad(file, place, "RNAME", "not a reference sequence of the header"));
+                return Err(bad(
+                    file,
+                    place,
+                    "RNAME",
+                    "not a reference sequence of the header",
+                ));
             }
         };
         let pos = match r.alignment_start() {
@@ -215,7 +220,12 @@ fn fields<'r>(
             None => -1,
             Some(Ok(i)) => i as i32,
             Some(Err(_)) => {
-                return Err(bad(file, place, "RNEXT", "not a reference sequence of the header"));
+                return Err(bad(
+                    file,
+                    place,
+                    "RNEXT",
+                    "not a reference sequence of the header",
+                ));
             }
         };
         let mpos = match r.mate_alignment_start() {
@@ -265,7 +275,6 @@ fn fields<'r>(
             aux,
         })
     }
-
 }
 
 /// The CIGAR in BAM's encoding, with the reference and query lengths it covers.
@@ -288,7 +297,12 @@ fn cigar(r: &sam::Record, file: &Path, place: Place) -> Result<(Vec<u32>, i64, u
             };
             let len = op.len();
             if len >= 1 << 28 {
-                return Err(bad(file, place, "CIGAR", format!("operation length {len} too long")));
+                return Err(bad(
+                    file,
+                    place,
+                    "CIGAR",
+                    format!("operation length {len} too long"),
+                ));
             }
             if matches!(code, 0 | 2 | 3 | 7 | 8) {
                 rlen += len as i64;

@@ -78,13 +78,18 @@ pub fn strnum_cmp(a: &[u8], b: &[u8]) -> Ordering {
 /// new order in the root; the previous order stays valid until then.
 pub fn sort<A: Addressing>(arena: &mut Arena<A>, by_name: bool) -> Result<(), SamError> {
     let order = if by_name {
-        let mut v = arena.records().to_vec();
-        v.sort_by(|&x, &y| {
-            let (a, b) = (arena.rec(x), arena.rec(y));
-            strnum_cmp(arena.name(a), arena.name(b))
-                .then_with(|| (a.flag & 0xc0).cmp(&(b.flag & 0xc0)))
-        });
-        v
+        // The names and READ1/READ2 bits gathered once (pointers followed once per
+        // record, not per comparison); a stable merge sort as samtools'.
+        let mut keyed: Vec<(&[u8], u16, Ref)> = arena
+            .records()
+            .iter()
+            .map(|&r| {
+                let c = arena.rec(r);
+                (arena.name(c), c.flag & 0xc0, r)
+            })
+            .collect();
+        keyed.sort_by(|a, b| strnum_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
+        keyed.into_iter().map(|(_, _, r)| r).collect::<Vec<_>>()
     } else {
         let nref = arena.root().n_refs;
         let mut keyed: Vec<(u128, Ref)> = arena

@@ -112,7 +112,11 @@ pub struct RegionFile {
     pub arena: Arena<Offsets>,
 }
 
-fn map(path: &Path, file: &std::fs::File, size: u64) -> Result<(MmapMut, Arena<Offsets>), SamError> {
+fn map(
+    path: &Path,
+    file: &std::fs::File,
+    size: u64,
+) -> Result<(MmapMut, Arena<Offsets>), SamError> {
     // SAFETY: a file of this tool; other processes change it only through the same
     // structure (the paper's mmap version has no locking either).
     let mut m = unsafe { MmapOptions::new().len(size as usize).map_mut(file) }
@@ -162,7 +166,10 @@ impl RegionFile {
             .write(true)
             .open(path)
             .map_err(|e| SamError::io("open", path, e))?;
-        let size = f.metadata().map_err(|e| SamError::io("stat", path, e))?.len();
+        let size = f
+            .metadata()
+            .map_err(|e| SamError::io("stat", path, e))?
+            .len();
         let (m, arena) = map(path, &f, size)?;
         arena.validate(&path.display().to_string())?;
         Ok(RegionFile {

@@ -170,13 +170,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             };
             ops::run(&at.target(), &op, &mut out)?
         }
-        Cmd::Generate { out: path, bytes, seed } => {
+        Cmd::Generate {
+            out: path,
+            bytes,
+            seed,
+        } => {
             let f = std::fs::File::create(&path)
                 .with_context(|| format!("create {}", path.display()))?;
             let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
             let g = pmlab_samjmp::generate::generate(&mut w, bytes, seed)?;
             w.flush()?;
-            writeln!(out, "{} records, {} bytes -> {}", g.records, g.bytes, path.display())?;
+            writeln!(
+                out,
+                "{} records, {} bytes -> {}",
+                g.records,
+                g.bytes,
+                path.display()
+            )?;
         }
         Cmd::Bench(a) => sam_bench::run(a)?,
     }
