@@ -31,8 +31,9 @@ fn ok(o: Output, what: &str) -> Vec<u8> {
     o.stdout
 }
 
-fn pmlab(args: &[&str]) -> Output {
-    run(env!("CARGO_BIN_EXE_pmlab"), args)
+fn pmlab<S: AsRef<str>>(args: &[S]) -> Output {
+    let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
+    run(env!("CARGO_BIN_EXE_pmlab"), &args)
 }
 
 fn samtools(args: &[&str]) -> Vec<u8> {
@@ -105,9 +106,15 @@ fn check_against_samtools(file: &Path, scratch: &Path) {
     samtools(&["sort", "-o", bam_s, f]);
     samtools(&["index", bam_s]);
     for t in &targets {
-        let t: Vec<&str> = t.iter().map(String::as_str).collect();
-        let with = |op: &[&str]| [op, &t[..]].concat();
-        ok(pmlab(&with(&["sam", "load", f, "--no-progress"])), "load");
+        let with = |op: &[&'static str]| -> Vec<String> {
+            op.iter()
+                .map(|s| s.to_string())
+                .chain(t.iter().cloned())
+                .collect()
+        };
+        let mut load = with(&["sam", "load", "--no-progress"]);
+        load.push(f.to_string());
+        ok(pmlab(&load), "load");
         let got = ok(pmlab(&with(&["sam", "flagstat"])), "flagstat");
         assert_eq!(
             String::from_utf8_lossy(&got),
@@ -124,7 +131,9 @@ fn check_against_samtools(file: &Path, scratch: &Path) {
         ok(pmlab(&with(&["sam", "index"])), "index");
         for r in regions(&coord) {
             let want = samtools(&["view", bam_s, &r]);
-            let got = ok(pmlab(&with(&["sam", "view", &r])), "view");
+            let mut args = with(&["sam", "view"]);
+            args.push(r.clone());
+            let got = ok(pmlab(&args), "view");
             assert!(
                 got == want,
                 "{f} {t:?} view {r}: {} bytes, samtools {}",
