@@ -132,7 +132,7 @@ impl<A: Addressing> Arena<A> {
         if r.complete != 1 {
             return Err(bad("its load did not finish".into()));
         }
-        let n = r.n_records.checked_mul(8).unwrap_or(u64::MAX);
+        let n = r.n_records.saturating_mul(8);
         if r.n_records > 0 && !self.holds(r.records, n) {
             return Err(bad("its record table lies outside it".into()));
         }

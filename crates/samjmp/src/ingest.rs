@@ -195,7 +195,7 @@ fn fields<'r>(
     {
         let e = |field, err: std::io::Error| bad(file, place, field, err.to_string());
         let flag = r.flags().map_err(|x| e("FLAG", x))?.bits();
-        let tid = match r.reference_sequence_id(&header) {
+        let tid = match r.reference_sequence_id(header) {
             None => -1,
             Some(Ok(i)) => i as i32,
             Some(Err(_)) => {
@@ -216,7 +216,7 @@ fn fields<'r>(
             Some(q) => u8::from(q.map_err(|x| e("MAPQ", x))?),
         };
         let (cigar, rlen, qlen) = cigar(r, file, place)?;
-        let mtid = match r.mate_reference_sequence_id(&header) {
+        let mtid = match r.mate_reference_sequence_id(header) {
             None => -1,
             Some(Ok(i)) => i as i32,
             Some(Err(_)) => {

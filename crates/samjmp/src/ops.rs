@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use crate::arena::{Addressing, Arena};
 use crate::error::SamError;
@@ -82,16 +83,37 @@ pub fn load_into(
     }
 }
 
+/// How long an operation took inside its process: reaching the structure (VAS
+/// attach and switch, or opening and mapping the file) and the work itself. Leaving
+/// (switching home, unmapping, exiting) is not included, as the paper stops its
+/// timers before process exit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timing {
+    /// Seconds to reach the structure.
+    pub open_s: f64,
+    /// Seconds of the operation, output included.
+    pub op_s: f64,
+}
+
 /// Runs `op` on the alignments at `target`, printing to `out`.
-pub fn run(target: &Target, op: &Op, out: &mut dyn Write) -> Result<(), SamError> {
+pub fn run(target: &Target, op: &Op, out: &mut dyn Write) -> Result<Timing, SamError> {
+    let t = Instant::now();
     match target {
         Target::Vas { dir, name } => {
             let mut st = VasStore::open(dir, name)?;
-            run_on(&mut st.arena, op, out)
+            let open_s = t.elapsed().as_secs_f64();
+            run_on(&mut st.arena, op, out)?;
+            out.flush().map_err(|e| SamError::io("write", "standard output", e))?;
+            let op_s = t.elapsed().as_secs_f64() - open_s;
+            Ok(Timing { open_s, op_s })
         }
         Target::Region(path) => {
             let mut rf = RegionFile::open(path)?;
-            run_on(&mut rf.arena, op, out)
+            let open_s = t.elapsed().as_secs_f64();
+            run_on(&mut rf.arena, op, out)?;
+            out.flush().map_err(|e| SamError::io("write", "standard output", e))?;
+            let op_s = t.elapsed().as_secs_f64() - open_s;
+            Ok(Timing { open_s, op_s })
         }
     }
 }

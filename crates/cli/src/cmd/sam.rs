@@ -13,6 +13,10 @@ use super::sam_bench;
 /// Arguments of `pmlab sam`.
 #[derive(clap::Args)]
 pub struct Args {
+    /// Print the operation's time inside the process (reaching the structure, and the
+    /// work) on stderr as `pmlab-sam-timing open=S op=S`.
+    #[arg(long, global = true)]
+    timing: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -128,6 +132,7 @@ enum Cmd {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut timing = None;
     match args.cmd {
         Cmd::Load {
             file,
@@ -154,21 +159,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             match (file, &place.vas, &place.region) {
                 (Some(f), None, None) => ops::flagstat_file(&f, &mut out)?,
                 (None, Some(_), _) | (None, _, Some(_)) => {
-                    ops::run(&Where { place, dir }.target(), &Op::Flagstat, &mut out)?
+                    timing = Some(ops::run(
+                        &Where { place, dir }.target(),
+                        &Op::Flagstat,
+                        &mut out,
+                    )?)
                 }
                 _ => anyhow::bail!("flagstat takes either FILE or one of --vas/--region"),
             }
         }
         Cmd::Sort { at, by_name, print } => {
-            ops::run(&at.target(), &Op::Sort { by_name, print }, &mut out)?
+            timing = Some(ops::run(
+                &at.target(),
+                &Op::Sort { by_name, print },
+                &mut out,
+            )?)
         }
-        Cmd::Index { at } => ops::run(&at.target(), &Op::Index, &mut out)?,
+        Cmd::Index { at } => timing = Some(ops::run(&at.target(), &Op::Index, &mut out)?),
         Cmd::View { at, query, count } => {
             let op = Op::View {
                 region: query,
                 count,
             };
-            ops::run(&at.target(), &op, &mut out)?
+            timing = Some(ops::run(&at.target(), &op, &mut out)?)
         }
         Cmd::Generate {
             out: path,
@@ -191,5 +204,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Cmd::Bench(a) => sam_bench::run(a)?,
     }
     out.flush()?;
+    if let (true, Some(t)) = (args.timing, timing) {
+        eprintln!("pmlab-sam-timing open={:.6} op={:.6}", t.open_s, t.op_s);
+    }
     Ok(())
 }
