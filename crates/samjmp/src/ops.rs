@@ -103,7 +103,8 @@ pub fn run(target: &Target, op: &Op, out: &mut dyn Write) -> Result<Timing, SamE
             let mut st = VasStore::open(dir, name)?;
             let open_s = t.elapsed().as_secs_f64();
             run_on(&mut st.arena, op, out)?;
-            out.flush().map_err(|e| SamError::io("write", "standard output", e))?;
+            out.flush()
+                .map_err(|e| SamError::io("write", "standard output", e))?;
             let op_s = t.elapsed().as_secs_f64() - open_s;
             Ok(Timing { open_s, op_s })
         }
@@ -111,7 +112,8 @@ pub fn run(target: &Target, op: &Op, out: &mut dyn Write) -> Result<Timing, SamE
             let mut rf = RegionFile::open(path)?;
             let open_s = t.elapsed().as_secs_f64();
             run_on(&mut rf.arena, op, out)?;
-            out.flush().map_err(|e| SamError::io("write", "standard output", e))?;
+            out.flush()
+                .map_err(|e| SamError::io("write", "standard output", e))?;
             let op_s = t.elapsed().as_secs_f64() - open_s;
             Ok(Timing { open_s, op_s })
         }

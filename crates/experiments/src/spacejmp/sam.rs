@@ -123,12 +123,18 @@ fn timed_err(argv: &[String], capture: bool) -> Result<(f64, Vec<u8>, String), S
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok((s, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned()))
+    Ok((
+        s,
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }
 
 /// The in-process time `pmlab sam --timing` reports (reaching the structure + work).
 fn in_process(stderr: &str) -> Option<f64> {
-    let line = stderr.lines().find(|l| l.starts_with("pmlab-sam-timing "))?;
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("pmlab-sam-timing "))?;
     let mut total = 0.0;
     for kv in line.split_whitespace().skip(1) {
         total += kv.split_once('=')?.1.parse::<f64>().ok()?;
