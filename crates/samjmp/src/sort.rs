@@ -21,7 +21,7 @@ fn coord_key(c: &Rec, nref: u64) -> u128 {
 
 /// samtools' `strnum_cmp`: bytes compared as such, except that runs of digits are
 /// compared as numbers (leading zeros skipped; with equal values, more leading zeros
-/// sort later).
+/// sort first, from its test of the offsets reached).
 pub fn strnum_cmp(a: &[u8], b: &[u8]) -> Ordering {
     let (mut i, mut j) = (0, 0);
     let at = |s: &[u8], k: usize| s.get(k).copied().unwrap_or(0);
@@ -56,7 +56,7 @@ pub fn strnum_cmp(a: &[u8], b: &[u8]) -> Ordering {
             } else if digit(cb) {
                 return Ordering::Less;
             } else if i != j {
-                // As samtools: the offsets reached (more leading zeros: later).
+                // As samtools: the offsets reached (more leading zeros: first).
                 return if i < j {
                     Ordering::Greater
                 } else {
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(strnum_cmp(b"r10", b"r2"), Greater);
         assert_eq!(strnum_cmp(b"a", b"b"), Less);
         assert_eq!(strnum_cmp(b"r1", b"r1"), Equal);
-        assert_eq!(strnum_cmp(b"r01", b"r1"), Greater);
+        assert_eq!(strnum_cmp(b"r01", b"r1"), Less); // samtools: more leading zeros first
         assert_eq!(strnum_cmp(b"r1x", b"r1"), Greater);
         assert_eq!(strnum_cmp(b"r1:5", b"r1:12"), Less);
         assert_eq!(strnum_cmp(b"x9y", b"x10"), Less);
