@@ -38,6 +38,8 @@ enum Command {
     /// Redis_JMP: a key-value store in a lockable segment that clients switch into;
     /// its benchmark beside the real Redis.
     Kv(cmd::kv::Args),
+    /// Alignments (SAM/BAM) in a persistent address space: load, flagstat, sort, index, view.
+    Sam(cmd::sam::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +55,7 @@ fn main() -> std::process::ExitCode {
         Command::Vas(a) => cmd::vas::run(a),
         Command::Tx(a) => cmd::tx::run(a),
         Command::Kv(a) => cmd::kv::run(a),
+        Command::Sam(a) => cmd::sam::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

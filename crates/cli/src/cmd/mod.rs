@@ -7,6 +7,8 @@ pub mod kv;
 pub mod kv_bench;
 pub mod placement;
 pub mod reproduce;
+pub mod sam;
+pub mod sam_bench;
 pub mod scm;
 pub mod trace;
 pub mod tx;

@@ -15,6 +15,8 @@ mod gups_native;
 mod model_micro;
 mod report;
 mod run;
+pub mod sam;
+pub mod sam_report;
 mod switch;
 
 pub use fig1::Fig1Row;

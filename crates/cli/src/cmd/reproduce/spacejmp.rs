@@ -16,6 +16,12 @@ pub struct Args {
     /// tmpfs directory for scratch registries.
     #[arg(long, default_value = "/dev/shm")]
     scratch: PathBuf,
+    /// Only Figures 11 and 12 (SAMtools; 1 GiB of SAM, 64 MiB with --quick).
+    #[arg(long, conflicts_with = "no_sam")]
+    sam_only: bool,
+    /// Skip Figures 11 and 12.
+    #[arg(long)]
+    no_sam: bool,
 }
 
 /// Runs `pmlab reproduce spacejmp`.
@@ -32,6 +38,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(r) = args.reps {
         config.reps = r.max(1);
     }
+    let sam = crate::cmd::sam_bench::config(
+        args.common.quick,
+        args.common.seed,
+        &config.scratch,
+        config.progress,
+    )?;
+    if args.sam_only {
+        return crate::cmd::sam_bench::measure_and_write(&sam, &config.out_dir);
+    }
     let report = spacejmp::reproduce(&config)?;
     print!("{report}");
     report.write(&config)?;
@@ -39,5 +54,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "written: {}/{{fig1,switch,table2,fig6,fig8,fig9,targets}}.csv, spacejmp.json, fig1.svg, fig6.svg, fig8-native.svg, fig8-model.svg, fig9.svg",
         config.out_dir.display()
     );
+    if !args.no_sam {
+        crate::cmd::sam_bench::measure_and_write(&sam, &config.out_dir)?;
+    }
     Ok(())
 }

@@ -1,0 +1,211 @@
+//! `pmlab sam`: SpaceJMP's SAMtools (paper 002, §5.4). Alignments are loaded once into
+//! a VAS (or, for comparison, an mmap'ed region file); each operation is its own
+//! process that switches in, works in place and leaves its result there.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use pmlab_samjmp::ops::{self, Op, Target};
+
+use super::sam_bench;
+
+/// Arguments of `pmlab sam`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the operation's time inside the process (reaching the structure, and the
+    /// work) on stderr as `pmlab-sam-timing open=S op=S`.
+    #[arg(long, global = true)]
+    timing: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Where the alignments live: `--vas NAME` or `--region FILE`.
+#[derive(clap::Args, Clone)]
+#[group(required = true, multiple = false)]
+struct Place {
+    /// A VAS (and segment) of this name: the SpaceJMP version, pointers.
+    #[arg(long)]
+    vas: Option<String>,
+    /// A region file mapped with mmap: the comparison version, offsets.
+    #[arg(long)]
+    region: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Clone)]
+struct Where {
+    #[command(flatten)]
+    place: Place,
+    /// The VAS registry directory (default: $PMLAB_VAS_DIR, else /dev/shm/pmlab-vas).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+impl Where {
+    fn target(&self) -> Target {
+        match (&self.place.vas, &self.place.region) {
+            (Some(name), _) => Target::Vas {
+                dir: self
+                    .dir
+                    .clone()
+                    .unwrap_or_else(pmlab_vas::native::default_dir),
+                name: name.clone(),
+            },
+            (None, Some(p)) => Target::Region(p.clone()),
+            (None, None) => unreachable!("clap requires one"),
+        }
+    }
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// Load a SAM or BAM file into a new VAS (or region file).
+    Load {
+        /// The SAM or BAM file.
+        file: PathBuf,
+        #[command(flatten)]
+        at: Where,
+        /// Bytes to reserve (default: from the file's size; sparse on tmpfs).
+        #[arg(long, value_parser = pmlab_spine::parse_size)]
+        size: Option<u64>,
+        /// No progress bar.
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// `samtools flagstat`: of loaded alignments, or of FILE in one go.
+    Flagstat {
+        /// A SAM or BAM file to load and count (instead of --vas/--region).
+        file: Option<PathBuf>,
+        #[arg(long)]
+        vas: Option<String>,
+        #[arg(long, conflicts_with = "vas")]
+        region: Option<PathBuf>,
+        /// The VAS registry directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// `samtools sort`: by coordinate, or by name with -n; the order stays in the VAS.
+    Sort {
+        #[command(flatten)]
+        at: Where,
+        /// By read name.
+        #[arg(short = 'n')]
+        by_name: bool,
+        /// Also print the records in the new order (SAM, no header).
+        #[arg(long)]
+        print: bool,
+    },
+    /// `samtools index`: the index over the coordinate order, left in the VAS.
+    Index {
+        #[command(flatten)]
+        at: Where,
+    },
+    /// `samtools view REGION` on the indexed alignments (SAM lines, no header).
+    View {
+        #[command(flatten)]
+        at: Where,
+        /// `NAME`, `NAME:BEG` or `NAME:BEG-END` (1-based, inclusive).
+        #[arg(value_name = "REGION")]
+        query: String,
+        /// Print only the count (`-c`).
+        #[arg(short = 'c')]
+        count: bool,
+    },
+    /// Write the seeded generated data set (xoshiro256++) as SAM.
+    Generate {
+        /// Output file.
+        #[arg(short = 'o')]
+        out: PathBuf,
+        /// At least this many bytes of SAM.
+        #[arg(long, default_value = "64MiB", value_parser = pmlab_spine::parse_size)]
+        bytes: u64,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Figures 11 and 12: samtools on SAM and BAM vs the VAS and mmap versions.
+    Bench(sam_bench::Args),
+}
+
+/// Runs `pmlab sam`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut timing = None;
+    match args.cmd {
+        Cmd::Load {
+            file,
+            at,
+            size,
+            no_progress,
+        } => {
+            let s = ops::load_into(&at.target(), &file, size, !no_progress)?;
+            writeln!(
+                out,
+                "loaded {} records from {} ({} bytes of structure)",
+                s.records,
+                file.display(),
+                s.bytes_used
+            )?;
+        }
+        Cmd::Flagstat {
+            file,
+            vas,
+            region,
+            dir,
+        } => {
+            let place = Place { vas, region };
+            match (file, &place.vas, &place.region) {
+                (Some(f), None, None) => ops::flagstat_file(&f, &mut out)?,
+                (None, Some(_), _) | (None, _, Some(_)) => {
+                    timing = Some(ops::run(
+                        &Where { place, dir }.target(),
+                        &Op::Flagstat,
+                        &mut out,
+                    )?)
+                }
+                _ => anyhow::bail!("flagstat takes either FILE or one of --vas/--region"),
+            }
+        }
+        Cmd::Sort { at, by_name, print } => {
+            timing = Some(ops::run(
+                &at.target(),
+                &Op::Sort { by_name, print },
+                &mut out,
+            )?)
+        }
+        Cmd::Index { at } => timing = Some(ops::run(&at.target(), &Op::Index, &mut out)?),
+        Cmd::View { at, query, count } => {
+            let op = Op::View {
+                region: query,
+                count,
+            };
+            timing = Some(ops::run(&at.target(), &op, &mut out)?)
+        }
+        Cmd::Generate {
+            out: path,
+            bytes,
+            seed,
+        } => {
+            let f = std::fs::File::create(&path)
+                .with_context(|| format!("create {}", path.display()))?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+            let g = pmlab_samjmp::generate::generate(&mut w, bytes, seed)?;
+            w.flush()?;
+            writeln!(
+                out,
+                "{} records, {} bytes -> {}",
+                g.records,
+                g.bytes,
+                path.display()
+            )?;
+        }
+        Cmd::Bench(a) => sam_bench::run(a)?,
+    }
+    out.flush()?;
+    if let (true, Some(t)) = (args.timing, timing) {
+        eprintln!("pmlab-sam-timing open={:.6} op={:.6}", t.open_s, t.op_s);
+    }
+    Ok(())
+}
