@@ -103,6 +103,30 @@ impl WriteSet {
             off,
         };
         self.extents.splice(first..last, [merged]);
+        self.debug_check_around(first);
+    }
+
+    /// Debug builds: the extent at `i` and its neighbours are in address order, apart
+    /// (merging leaves no overlapping or adjacent pair) and inside the arena, the
+    /// invariant `touching` and `overlay` rely on. Checking only where the set changed
+    /// keeps an insert O(log n) when every insert before held the invariant.
+    fn debug_check_around(&self, i: usize) {
+        if cfg!(debug_assertions) {
+            let lo = i.saturating_sub(1);
+            let hi = (i + 2).min(self.extents.len());
+            for w in self.extents[lo..hi].windows(2) {
+                debug_assert!(
+                    w[0].end() < w[1].addr,
+                    "write set extents {w:?} overlap or touch"
+                );
+            }
+            for e in &self.extents[lo..hi] {
+                debug_assert!(
+                    e.len > 0 && e.off + e.len as usize <= self.arena.len(),
+                    "extent {e:?} outside the arena"
+                );
+            }
+        }
     }
 
     /// Lays the recorded bytes that overlap `[addr, addr + buf.len())` over `buf`.
@@ -206,6 +230,18 @@ impl RangeSet {
             .last()
             .map_or(end, |r| r.1.max(end));
         self.ranges.splice(first..last, [(lo, hi)]);
+        if cfg!(debug_assertions) {
+            // Sorted, non-empty and apart around the change: what `missing` relies on.
+            let lo = first.saturating_sub(1);
+            let hi = (first + 2).min(self.ranges.len());
+            for w in self.ranges[lo..hi].windows(2) {
+                debug_assert!(w[0].1 < w[1].0, "ranges {w:?} overlap or touch");
+            }
+            debug_assert!(
+                self.ranges[lo..hi].iter().all(|r| r.0 < r.1),
+                "an empty range"
+            );
+        }
     }
 }
 
@@ -248,6 +284,29 @@ mod tests {
             let covered: usize = ext.iter().map(|e| e.1 as usize).sum();
             assert_eq!(covered, model.iter().filter(|m| m.is_some()).count());
         }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "overlap or touch")]
+    fn the_invariant_check_catches_touching_extents() {
+        // Two adjacent extents are what a broken merge would leave behind.
+        let w = WriteSet {
+            extents: vec![
+                Extent {
+                    addr: 0,
+                    len: 4,
+                    off: 0,
+                },
+                Extent {
+                    addr: 4,
+                    len: 4,
+                    off: 4,
+                },
+            ],
+            arena: vec![0; 8],
+        };
+        w.debug_check_around(0);
     }
 
     #[test]
