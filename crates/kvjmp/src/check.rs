@@ -62,69 +62,7 @@ pub fn check(v: &View<'_>) -> Result<Report, KvError> {
     let rehash = v.root(root::REHASH)?;
     report.rehashing = rehash != NOT_REHASHING;
     for t in 0..2u64 {
-        let (block, size, used) = (
-            v.root(root::table(t))?,
-            v.root(root::size(t))?,
-            v.root(root::used(t))?,
-        );
-        let at = h.root + root::table(t);
-        if block == 0 {
-            if size != 0 || used != 0 || (t == 1 && report.rehashing) {
-                return Err(bad(
-                    at,
-                    format!("table {t} has no buckets but size {size}, {used} entries"),
-                ));
-            }
-            continue;
-        }
-        if t == 1 && !report.rehashing {
-            return Err(bad(at, "table 1 exists outside a rehash".into()));
-        }
-        if !size.is_power_of_two() {
-            return Err(bad(
-                at + 8,
-                format!("bucket count {size} is not a power of two"),
-            ));
-        }
-        v.check_entry_ptr(block, at)?;
-        let class = class_of(v.u64_at(block)?)
-            .ok_or_else(|| bad(block, "table block without a block header".into()))?;
-        if (1u64 << class) < 8 + 8 * size {
-            return Err(bad(
-                block,
-                format!(
-                    "table of {size} buckets in a block of {} bytes",
-                    1u64 << class
-                ),
-            ));
-        }
-        claim(block, Use::Table, at)?;
-        report.buckets[t as usize] = size;
-        let mut count = 0;
-        for idx in 0..size {
-            let mut link = slot(block, idx);
-            let mut e = v.u64_at(link)?;
-            if t == 0 && report.rehashing && idx < rehash && e != 0 {
-                return Err(bad(
-                    link,
-                    format!("bucket {idx} below the rehash index {rehash} is not empty"),
-                ));
-            }
-            while e != 0 {
-                v.check_entry_ptr(e, link)?;
-                claim(e, Use::Entry, link)?;
-                check_entry(v, e, idx, size, &mut report)?;
-                count += 1;
-                link = e + entry::NEXT;
-                e = v.u64_at(link)?;
-            }
-        }
-        if count != used {
-            return Err(bad(
-                h.root + root::used(t),
-                format!("table {t} counts {used} entries, holds {count}"),
-            ));
-        }
+        check_table(v, t, rehash, &mut report, &mut claim)?;
     }
     if report.rehashing && rehash >= report.buckets[0] {
         return Err(bad(
@@ -138,6 +76,82 @@ pub fn check(v: &View<'_>) -> Result<Report, KvError> {
     free_lists(v, &mut claim)?;
     walk_heap(v, &uses, &mut report)?;
     Ok(report)
+}
+
+/// Checks table `t` (its buckets, its chains, its entry count) and claims its blocks.
+fn check_table(
+    v: &View<'_>,
+    t: u64,
+    rehash: u64,
+    report: &mut Report,
+    claim: &mut impl FnMut(u64, Use, u64) -> Result<(), KvError>,
+) -> Result<(), KvError> {
+    let h = *v.header();
+    let bad = |at: u64, p: String| KvError::corrupt("store", at, p);
+    let (block, size, used) = (
+        v.root(root::table(t))?,
+        v.root(root::size(t))?,
+        v.root(root::used(t))?,
+    );
+    let at = h.root + root::table(t);
+    if block == 0 {
+        if size != 0 || used != 0 || (t == 1 && report.rehashing) {
+            return Err(bad(
+                at,
+                format!("table {t} has no buckets but size {size}, {used} entries"),
+            ));
+        }
+        return Ok(());
+    }
+    if t == 1 && !report.rehashing {
+        return Err(bad(at, "table 1 exists outside a rehash".into()));
+    }
+    if !size.is_power_of_two() {
+        return Err(bad(
+            at + 8,
+            format!("bucket count {size} is not a power of two"),
+        ));
+    }
+    v.check_entry_ptr(block, at)?;
+    let class = class_of(v.u64_at(block)?)
+        .ok_or_else(|| bad(block, "table block without a block header".into()))?;
+    if (1u64 << class) < 8 + 8 * size {
+        return Err(bad(
+            block,
+            format!(
+                "table of {size} buckets in a block of {} bytes",
+                1u64 << class
+            ),
+        ));
+    }
+    claim(block, Use::Table, at)?;
+    report.buckets[t as usize] = size;
+    let mut count = 0;
+    for idx in 0..size {
+        let mut link = slot(block, idx);
+        let mut e = v.u64_at(link)?;
+        if t == 0 && report.rehashing && idx < rehash && e != 0 {
+            return Err(bad(
+                link,
+                format!("bucket {idx} below the rehash index {rehash} is not empty"),
+            ));
+        }
+        while e != 0 {
+            v.check_entry_ptr(e, link)?;
+            claim(e, Use::Entry, link)?;
+            check_entry(v, e, idx, size, report)?;
+            count += 1;
+            link = e + entry::NEXT;
+            e = v.u64_at(link)?;
+        }
+    }
+    if count != used {
+        return Err(bad(
+            h.root + root::used(t),
+            format!("table {t} counts {used} entries, holds {count}"),
+        ));
+    }
+    Ok(())
 }
 
 fn check_entry(

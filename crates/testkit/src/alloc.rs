@@ -1,9 +1,10 @@
 //! A global allocator that counts, per thread, the bytes live and their peak, so that a
 //! test can say how much a call allocated at most. A test binary installs it with
 //!
-//! ```ignore
+//! ```no_run
 //! #[global_allocator]
 //! static ALLOC: pmlab_testkit::alloc::Counting = pmlab_testkit::alloc::Counting;
+//! # fn main() {}
 //! ```
 //!
 //! Counting per thread keeps tests that run in parallel out of each other's figures.
