@@ -160,57 +160,11 @@ impl Cache {
         let mut dirty_victim = None;
         if !is_write || found.is_some() || allocate {
             let pos = match found {
-                Some(p) => match self.cfg.repl {
-                    Replacement::Lru => {
-                        // A hit already on top (always, when direct-mapped) moves nothing.
-                        if p > 0 {
-                            self.ways[base..=base + p].rotate_right(1);
-                        }
-                        0
-                    }
-                    Replacement::TreePlru => {
-                        self.plru_touch(set, p);
-                        p
-                    }
-                    Replacement::Fifo | Replacement::Random => p,
-                },
+                Some(p) => self.touch_hit(set, p),
                 None => {
-                    let set_ways = &mut self.ways[base..base + self.assoc];
-                    let full = set_ways[self.assoc - 1] & VALID != 0;
-                    match self.cfg.repl {
-                        Replacement::TreePlru => {
-                            let w = match set_ways.iter().position(|&w| w & VALID == 0) {
-                                Some(w) => w,
-                                None => self.plru_victim(set),
-                            };
-                            let old = self.ways[base + w];
-                            if old & (VALID | DIRTY) == VALID | DIRTY {
-                                dirty_victim = Some(old & !(VALID | DIRTY));
-                            }
-                            self.ways[base + w] = blk | VALID;
-                            self.plru_touch(set, w);
-                            w
-                        }
-                        _ => {
-                            // The victim is the bottom of the stack, or for random a
-                            // uniformly chosen way of a full set.
-                            let v = if full && self.cfg.repl == Replacement::Random {
-                                // The ways are a power of two: a mask, not a division.
-                                (self.rng.next_u64() & (self.assoc as u64 - 1)) as usize
-                            } else {
-                                self.assoc - 1
-                            };
-                            let old = set_ways[v];
-                            if old & (VALID | DIRTY) == VALID | DIRTY {
-                                dirty_victim = Some(old & !(VALID | DIRTY));
-                            }
-                            if v > 0 {
-                                set_ways[..=v].rotate_right(1);
-                            }
-                            set_ways[0] = blk | VALID;
-                            0
-                        }
-                    }
+                    let (pos, victim) = self.fill(set, blk);
+                    dirty_victim = victim;
+                    pos
                 }
             };
             if is_write && self.cfg.write_back {
@@ -219,8 +173,79 @@ impl Cache {
             }
         }
         let miss = found.is_none();
+        self.count(kind, blk, miss, !is_write || allocate);
+        #[cfg(debug_assertions)]
+        self.assert_set(set);
+        BlockOutcome {
+            miss,
+            absorbed,
+            dirty_victim,
+        }
+    }
+
+    /// A hit on way `p` of `set`: the replacement state learns of it. Returns the way
+    /// that now holds the block.
+    #[inline(always)]
+    fn touch_hit(&mut self, set: usize, p: usize) -> usize {
+        match self.cfg.repl {
+            Replacement::Lru => {
+                // A hit already on top (always, when direct-mapped) moves nothing.
+                if p > 0 {
+                    let base = set * self.assoc;
+                    self.ways[base..=base + p].rotate_right(1);
+                }
+                0
+            }
+            Replacement::TreePlru => {
+                self.plru_touch(set, p);
+                p
+            }
+            Replacement::Fifo | Replacement::Random => p,
+        }
+    }
+
+    /// A miss that allocates: `blk` replaces the policy's victim in `set`. Returns the
+    /// way that now holds it and the dirty block it displaced, if any.
+    #[inline(always)]
+    fn fill(&mut self, set: usize, blk: u64) -> (usize, Option<u64>) {
+        let base = set * self.assoc;
+        let dirty =
+            |old: u64| (old & (VALID | DIRTY) == VALID | DIRTY).then_some(old & !(VALID | DIRTY));
+        if self.cfg.repl == Replacement::TreePlru {
+            let set_ways = &self.ways[base..base + self.assoc];
+            let w = match set_ways.iter().position(|&w| w & VALID == 0) {
+                Some(w) => w,
+                None => self.plru_victim(set),
+            };
+            let victim = dirty(self.ways[base + w]);
+            self.ways[base + w] = blk | VALID;
+            self.plru_touch(set, w);
+            return (w, victim);
+        }
+        let set_ways = &mut self.ways[base..base + self.assoc];
+        let full = set_ways[self.assoc - 1] & VALID != 0;
+        // The victim is the bottom of the stack, or for random a uniformly chosen way
+        // of a full set.
+        let v = if full && self.cfg.repl == Replacement::Random {
+            // The ways are a power of two: a mask, not a division.
+            (self.rng.next_u64() & (self.assoc as u64 - 1)) as usize
+        } else {
+            self.assoc - 1
+        };
+        let victim = dirty(set_ways[v]);
+        if v > 0 {
+            set_ways[..=v].rotate_right(1);
+        }
+        set_ways[0] = blk | VALID;
+        (0, victim)
+    }
+
+    /// Counts the access: fetches, misses and (with a shadow fully associative cache)
+    /// each miss's class, compulsory, capacity or conflict, as Dinero IV does.
+    #[inline(always)]
+    fn count(&mut self, kind: Kind, blk: u64, miss: bool, fills: bool) {
         if let Some(shadow) = self.shadow.as_mut() {
-            let full_miss = shadow.access(blk, !is_write || allocate, &mut self.rng);
+            let full_miss = shadow.access(blk, fills, &mut self.rng);
             if miss {
                 if !full_miss {
                     self.stats.conflict.bump(kind);
@@ -234,13 +259,6 @@ impl Cache {
         self.stats.fetches.bump(kind);
         if miss {
             self.stats.misses.bump(kind);
-        }
-        #[cfg(debug_assertions)]
-        self.assert_set(set);
-        BlockOutcome {
-            miss,
-            absorbed,
-            dirty_victim,
         }
     }
 

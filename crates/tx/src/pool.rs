@@ -184,11 +184,20 @@ impl PoolLayout {
                 format!("stored {stored:#010x}, computed {computed:#010x}: the header is corrupt"),
             ));
         }
+        // Names are printed in errors and reports, so a hostile header must not smuggle
+        // control characters (terminal escapes) through them: the same rule as `plan`.
         let text = |off: usize, field| {
             let raw = &b[off..off + NAME];
             let end = raw.iter().position(|&c| c == 0).unwrap_or(NAME);
-            String::from_utf8(raw[..end].to_vec())
-                .map_err(|_| bad(off as u64, field, "not ASCII".into()))
+            let name = &raw[..end];
+            if name.is_empty() || !name.iter().all(u8::is_ascii_graphic) {
+                return Err(bad(
+                    off as u64,
+                    field,
+                    format!("{name:?} is not 1 to {NAME} printable ASCII characters"),
+                ));
+            }
+            Ok(String::from_utf8_lossy(name).into_owned())
         };
         let area = |off: usize| {
             Area::new(

@@ -328,6 +328,19 @@ impl Registry {
         let n = read_up_to(&mut f, &mut b).map_err(|e| VasError::io("read", &p, e))?;
         b.truncate(n);
         let (h, flags) = SegHeader::decode(&b, meta.len(), &p)?;
+        // A header may come from a hostile writer: its range must be one this registry
+        // could have placed, so that no attach maps it over other memory of a process.
+        let (lo, hi) = self.window();
+        if h.base < lo || h.base.checked_add(h.size).is_none_or(|end| end > hi) {
+            return Err(VasError::format(
+                &p,
+                "byte 24 (base/size)",
+                format!(
+                    "[{:#x}, +{}) lies outside the registry's window [{lo:#x}, {hi:#x})",
+                    h.base, h.size
+                ),
+            ));
+        }
         if h.name != name {
             return Err(VasError::format(
                 &p,
