@@ -12,7 +12,7 @@ use pmlab_kvjmp::{KvError, KvStore, check};
 use pmlab_testkit::fuzz_config;
 use proptest::prelude::*;
 
-const SEG: u64 = 1 << 20;
+const SEG: u64 = 4 << 20;
 
 /// A real store's segment bytes: 300 keys over a rehash, replaced values, frees.
 fn image() -> &'static [u8] {

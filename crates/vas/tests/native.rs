@@ -461,7 +461,7 @@ fn resident_gives_a_reader_uid_no_writable_mapping() {
             .lines()
             .find(|l| l.starts_with(&format!("{:x}-", p as u64)))
             .unwrap();
-        println!("mapping {line}");
+        println!("maps line: {line}");
         assert_eq!(unsafe { std::ptr::read_volatile(p) }, 7);
         if role.ends_with("store") {
             unsafe { std::ptr::write_volatile(p, 8) }; // must fault
@@ -508,7 +508,7 @@ fn resident_gives_a_reader_uid_no_writable_mapping() {
         }
         let perms = text
             .lines()
-            .find_map(|l| l.split("mapping ").nth(1))
+            .find_map(|l| l.split("maps line: ").nth(1))
             .and_then(|l| l.split_whitespace().nth(1))
             .ok_or(format!("reader printed no mapping: {text}"))?
             .to_string();
