@@ -33,10 +33,13 @@
 //! protocol), not the MMU's; isolation between processes and users is unchanged,
 //! since it never came from switching but from the kernel's file permissions at
 //! attach. We think the paper's authors would accept this as the equivalent of their
-//! switch where no tagged page-table switch is available to user space — their
-//! Barrelfish and DragonFly BSD prototypes keep segments at the same address in every
-//! VAS for the same reason, and §3.3 already leaves cross-VAS pointer safety to the
-//! program — but not as a protection boundary inside a process, so `resident` is
+//! switch where no tagged page-table switch is available to user space: a SpaceJMP
+//! VAS is a set of non-overlapping segments, each at the base address `seg_alloc` gave
+//! it (Figure 3) in every VAS that holds it, and §3.3 already leaves cross-VAS pointer safety to the
+//! program. What neither this backend (for any mechanism) nor `resident` offers is the
+//! paper's other use of separate page tables, VASes whose segments overlap one another
+//! (§2.4): every global segment here has a machine-wide unique address. And it is not
+//! a protection boundary inside a process, so `resident` is
 //! never chosen by `Auto` and its name is printed beside every figure it produced.
 
 use std::fmt;
