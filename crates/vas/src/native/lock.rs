@@ -420,3 +420,55 @@ impl Drop for SegLock {
         let _ = unsafe { rustix::mm::munmap(self.map.as_ptr().cast(), LOCK_FILE_BYTES) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader-slot hint never gives one holder's hold to another, and holds are
+    /// counted exactly: two holders (as two processes would be) interleaving shared
+    /// acquisitions and releases through one mapping, then a writer that must see
+    /// every reader gone.
+    #[test]
+    fn the_slot_hint_keeps_holders_and_counts_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l");
+        std::fs::File::create(&p).unwrap();
+        SegLock::init(&p).unwrap();
+        let l = SegLock::open(&p).unwrap();
+        let me = Holder::me();
+        let other = Holder {
+            pid: me.pid,
+            start: me.start + 1,
+        };
+        let holds = |h: Holder| {
+            l.state()
+                .readers
+                .iter()
+                .filter(|(r, _)| *r == h)
+                .map(|(_, n)| *n)
+                .sum::<u32>()
+        };
+        l.acquire(me, false).unwrap();
+        l.acquire(other, false).unwrap();
+        l.acquire(me, false).unwrap();
+        assert_eq!((holds(me), holds(other)), (2, 1));
+        // The hint now names `other`'s slot; once it is free, `me` (still holding
+        // its own) must not take it.
+        l.acquire(other, false).unwrap();
+        l.release(other, false).unwrap();
+        l.release(other, false).unwrap();
+        l.acquire(me, false).unwrap();
+        assert_eq!((holds(me), holds(other)), (3, 0));
+        // One slot per holder: the free hinted slot was not taken for a second one.
+        let slots = l.state().readers.iter().filter(|(r, _)| *r == me).count();
+        assert_eq!(slots, 1);
+        assert_eq!(l.try_acquire(other, true).unwrap(), None, "readers remain");
+        for _ in 0..3 {
+            l.release(me, false).unwrap();
+        }
+        assert!(l.release(me, false).is_err(), "a hold released twice");
+        assert!(l.state().readers.is_empty());
+        assert!(l.try_acquire(other, true).unwrap().is_some());
+    }
+}
