@@ -12,11 +12,18 @@
 //! The SET-percentage sweep runs mixes (each request a SET with the given
 //! probability) through the store and, for Redis, through pmlab's own RESP client
 //! processes (one request in flight per connection, as `redis-benchmark` without
-//! pipelining), since `redis-benchmark` runs one command per test.
+//! pipelining), since `redis-benchmark` runs one command per test and cannot mix.
+//!
+//! Every point is reported in the schema, one row per op: a mixed point gives
+//! a `GET` row and a `SET` row with the same `set_pct`, each carrying that op's share
+//! of the requests per second over the same span (the two add up to the point's total
+//! rate). The store's rows also name the switch mechanism that ran (`mechanism`;
+//! `null` for Redis): the store is measured with every mechanism asked for.
 
 pub mod client;
 pub mod redis;
 
+use pmlab_vas::native::{Mechanism, MechanismChoice};
 use serde::Serialize;
 
 /// One measured point of the JSON list.
@@ -27,12 +34,15 @@ pub struct Row {
     /// Client processes (pmlab), connections (redis), or connections over all
     /// instances (redis-per-core).
     pub clients: u32,
-    /// `GET`, `SET`, or `MIX` for the sweep's points between 0 and 100 % SETs.
+    /// `GET` or `SET`; a mixed point of the sweep has one row of each.
     pub op: String,
     /// Percentage of requests that are SETs.
     pub set_pct: u32,
-    /// Requests per second (median over the repetitions).
+    /// This op's requests per second (median over the repetitions); at a mixed point,
+    /// its share of the point's total rate.
     pub req_per_s: f64,
+    /// The store's switch mechanism (`mprotect`, `resident`, `pkeys`); none for Redis.
+    pub mechanism: Option<String>,
 }
 
 /// The workload's parameters, as `redis-benchmark`'s flags.
@@ -48,11 +58,21 @@ pub struct Workload {
     pub seed: u64,
 }
 
-/// The key with number `n`, as `redis-benchmark -r` writes `key:__rand_int__`.
+/// The key with number `n`, as `redis-benchmark -r` writes `key:__rand_int__`
+/// (`key:` and 12 digits, zero-padded; larger numbers keep all their digits).
 pub fn key(n: u64, out: &mut Vec<u8>) {
-    use std::io::Write;
     out.clear();
-    write!(out, "key:{n:012}").expect("writing to a Vec");
+    out.extend_from_slice(b"key:");
+    let mut digits = [b'0'; 20];
+    let (mut i, mut v) = (digits.len(), n);
+    while v > 0 {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    // Done by hand rather than by `write!`: the client formats a key per request,
+    // inside the span it measures.
+    out.extend_from_slice(&digits[i.min(digits.len() - 12)..]);
 }
 
 /// The median of `xs` (which must not be empty).
@@ -83,17 +103,31 @@ pub struct Plan {
     pub cores: u32,
     /// Segment bytes of the benchmark's stores.
     pub store_bytes: u64,
+    /// The switch mechanisms the store is measured with (each decided on this machine).
+    pub mechanisms: Vec<Mechanism>,
 }
 
-type Samples = std::collections::BTreeMap<(String, u32, String, u32), Vec<f64>>;
+/// The mechanisms to measure when none is named: every one this machine can run —
+/// `mprotect`, `resident`, and `pkeys` only where the CPU and kernel have them.
+pub fn available_mechanisms() -> Vec<Mechanism> {
+    let mut m = vec![Mechanism::Mprotect, Mechanism::Resident];
+    if let Ok(k) = pmlab_vas::native::protect::decide(MechanismChoice::Pkeys) {
+        m.push(k);
+    }
+    m
+}
 
-fn op_of(pct: u32) -> &'static str {
-    match pct {
-        0 => "GET",
-        100 => "SET",
-        _ => "MIX",
+/// The choice that runs mechanism `m`.
+pub fn choice_of(m: Mechanism) -> MechanismChoice {
+    match m {
+        Mechanism::Pkeys => MechanismChoice::Pkeys,
+        Mechanism::Mprotect => MechanismChoice::Mprotect,
+        Mechanism::Resident => MechanismChoice::Resident,
     }
 }
+
+/// (system, clients, op, set_pct, mechanism) -> samples.
+type Samples = std::collections::BTreeMap<(String, u32, String, u32, Option<String>), Vec<f64>>;
 
 /// Runs the plan; `command` starts one client process for a spec; `tick` is called
 /// after every measurement with its label (for progress).
@@ -106,7 +140,9 @@ pub fn run(
     for rep in 0..plan.reps {
         for &c in &plan.clients {
             let salt = u64::from(rep) << 8 | u64::from(c);
-            run_pmlab(plan, c, salt, command, &mut samples, tick)?;
+            for &m in &plan.mechanisms {
+                run_pmlab(plan, c, salt, m, command, &mut samples, tick)?;
+            }
             if plan.vs_redis {
                 run_redis(plan, c, salt, command, &mut samples, tick)?;
                 run_redis_per_core(plan, c, &mut samples, tick)?;
@@ -115,28 +151,47 @@ pub fn run(
     }
     Ok(samples
         .into_iter()
-        .map(|((system, clients, op, set_pct), mut xs)| Row {
+        .map(|((system, clients, op, set_pct, mechanism), mut xs)| Row {
             system,
             clients,
             op,
             set_pct,
             req_per_s: median(&mut xs),
+            mechanism,
         })
         .collect())
 }
 
-fn add(samples: &mut Samples, system: &str, clients: u32, pct: u32, rps: f64) {
-    samples
-        .entry((system.to_string(), clients, op_of(pct).to_string(), pct))
-        .or_default()
-        .push(rps);
+/// Records one measured point: a GET row unless it is all SETs, a SET row unless it
+/// is all GETs.
+fn add(
+    samples: &mut Samples,
+    system: &str,
+    clients: u32,
+    pct: u32,
+    mechanism: Option<Mechanism>,
+    r: client::Rates,
+) {
+    for (op, rps, present) in [("GET", r.get, pct < 100), ("SET", r.set, pct > 0)] {
+        if present {
+            let key = (
+                system.to_string(),
+                clients,
+                op.to_string(),
+                pct,
+                mechanism.map(|m| m.name().to_string()),
+            );
+            samples.entry(key).or_default().push(rps);
+        }
+    }
 }
 
-/// SET test, GET test, then the sweep's mixes on a fresh store.
+/// SET test, GET test, then the sweep's mixes on a fresh store, switching by `m`.
 fn run_pmlab(
     plan: &Plan,
     c: u32,
     salt: u64,
+    m: Mechanism,
     command: &dyn Fn(&client::ClientSpec) -> std::process::Command,
     samples: &mut Samples,
     tick: &mut dyn FnMut(&str),
@@ -167,10 +222,11 @@ fn run_pmlab(
             pct,
             &plan.workload,
             salt ^ u64::from(pct),
+            choice_of(m),
         );
         let rps = client::run_clients(&specs, command)?;
-        add(samples, "pmlab", c, pct, rps);
-        tick(&format!("pmlab {c} client(s) {pct}% SET"));
+        add(samples, "pmlab", c, pct, Some(m), rps);
+        tick(&format!("pmlab ({m}) {c} client(s) {pct}% SET"));
     }
     Ok(())
 }
@@ -187,8 +243,22 @@ fn run_redis(
     let server = redis::RedisServer::start()?;
     let (set, get) =
         redis::finish_benchmark(redis::start_benchmark(server.socket(), c, &plan.workload)?)?;
-    add(samples, "redis", c, 100, set);
-    add(samples, "redis", c, 0, get);
+    add(
+        samples,
+        "redis",
+        c,
+        100,
+        None,
+        client::Rates { get: 0.0, set },
+    );
+    add(
+        samples,
+        "redis",
+        c,
+        0,
+        None,
+        client::Rates { get, set: 0.0 },
+    );
     tick(&format!("redis {c} client(s) GET/SET"));
     let target = client::Target::Redis(server.socket().to_path_buf());
     for &pct in &plan.sweep {
@@ -199,9 +269,10 @@ fn run_redis(
             pct,
             &plan.workload,
             salt ^ u64::from(pct),
+            MechanismChoice::Auto,
         );
         let rps = client::run_clients(&specs, command)?;
-        add(samples, "redis", c, pct, rps);
+        add(samples, "redis", c, pct, None, rps);
         tick(&format!("redis {c} client(s) {pct}% SET"));
     }
     Ok(())
@@ -234,8 +305,22 @@ fn run_redis_per_core(
         set += s;
         get += g;
     }
-    add(samples, "redis-per-core", c, 100, set);
-    add(samples, "redis-per-core", c, 0, get);
+    add(
+        samples,
+        "redis-per-core",
+        c,
+        100,
+        None,
+        client::Rates { get: 0.0, set },
+    );
+    add(
+        samples,
+        "redis-per-core",
+        c,
+        0,
+        None,
+        client::Rates { get, set: 0.0 },
+    );
     tick(&format!("redis-per-core {c} client(s) GET/SET"));
     Ok(())
 }
@@ -270,9 +355,32 @@ pub fn client_args(spec: &client::ClientSpec) -> Vec<std::ffi::OsString> {
         ("--keyspace", spec.keyspace.to_string()),
         ("--value-len", spec.value_len.to_string()),
         ("--seed", spec.seed.to_string()),
+        ("--mechanism", choice_name(spec.mechanism).to_string()),
     ] {
         a.push(flag.into());
         a.push(v.into());
     }
     a
+}
+
+/// The `--mechanism` word of `c`.
+pub fn choice_name(c: MechanismChoice) -> &'static str {
+    match c {
+        MechanismChoice::Auto => "auto",
+        MechanismChoice::Pkeys => "pkeys",
+        MechanismChoice::Mprotect => "mprotect",
+        MechanismChoice::Resident => "resident",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_are_redis_benchmarks() {
+        let mut k = Vec::new();
+        for n in [0, 7, 99_999, 123_456_789_012, 1_234_567_890_123, u64::MAX] {
+            super::key(n, &mut k);
+            assert_eq!(k, format!("key:{n:012}").into_bytes());
+        }
+    }
 }

@@ -119,6 +119,13 @@ impl Header {
             field,
             problem,
         };
+        if b.len() < 64 {
+            return Err(bad(
+                0,
+                "size",
+                format!("{} bytes hold no 64-byte header", b.len()),
+            ));
+        }
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
         let magic = u64_at(0);
         if magic != MAGIC {

@@ -35,6 +35,7 @@ pub mod resp;
 pub mod scratch;
 pub mod segmem;
 pub mod store;
+pub mod stress;
 pub mod view;
 
 pub use error::KvError;

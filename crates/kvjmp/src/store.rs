@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use pmlab_native::{CpuPersistFeatures, PersistMode};
 use pmlab_spine::Memory;
 use pmlab_tx::{Area, FaultPlan, Protocol, Recovery, RedoProtocol};
-use pmlab_vas::native::{NativeSpaces, SegLock};
+use pmlab_vas::native::{Mechanism, MechanismChoice, NativeSpaces, SegLock};
 use pmlab_vas::{Access, AttachTo, Mode, SegCtl, SegId, SpaceJmp, VasError, VasHandle};
 
 use crate::dict::{self, SetEffect};
@@ -33,6 +33,9 @@ pub struct Faults {
     pub in_place: bool,
     /// The redo protocol's own fault plan (broken recoveries and fences).
     pub tx: FaultPlan,
+    /// Broken: SETs never recover first, even after a writer died (`recover` still
+    /// does).
+    pub never_recover: bool,
 }
 
 /// The store's registry names.
@@ -90,14 +93,26 @@ impl KvStore {
         let wv = s.vas_create(&w, mode)?;
         s.seg_attach(AttachTo::Vas(wv), sid, Access::ReadWrite)?;
         drop(s);
-        let mut store = Self::attach(dir, name, true)?;
+        let mut store = Self::attach(dir, name, true, MechanismChoice::Auto)?;
         store.format(seed)?;
         Ok(store)
     }
 
     /// Opens store `name` in `dir` by name, for reading only or also for writing.
     pub fn open(dir: &Path, name: &str, write: bool) -> Result<KvStore, KvError> {
-        let mut store = Self::attach(dir, name, write)?;
+        Self::open_with(dir, name, write, MechanismChoice::Auto)
+    }
+
+    /// [`KvStore::open`] with the switch mechanism `choice` (`Resident`: no system call
+    /// per request, and a switched-out store stays reachable from this process; see
+    /// `pmlab_vas::native::protect`).
+    pub fn open_with(
+        dir: &Path,
+        name: &str,
+        write: bool,
+        choice: MechanismChoice,
+    ) -> Result<KvStore, KvError> {
+        let mut store = Self::attach(dir, name, write, choice)?;
         let r = store.spaces.vas_switch(store.ro)?;
         store.note_switch(r);
         let h = store.read_header();
@@ -106,9 +121,14 @@ impl KvStore {
         Ok(store)
     }
 
-    fn attach(dir: &Path, name: &str, write: bool) -> Result<KvStore, KvError> {
+    fn attach(
+        dir: &Path,
+        name: &str,
+        write: bool,
+        choice: MechanismChoice,
+    ) -> Result<KvStore, KvError> {
         let (seg, r, w) = names(name);
-        let mut spaces = NativeSpaces::open_with(dir, Default::default(), false)?;
+        let mut spaces = NativeSpaces::open_with(dir, choice, false)?;
         let sid = spaces.seg_find(&seg)?;
         let ro = spaces.vas_attach(spaces.vas_find(&r)?)?;
         let rw = if write {
@@ -161,6 +181,16 @@ impl KvStore {
     pub fn with_faults(mut self, faults: Faults) -> KvStore {
         self.faults = faults;
         self
+    }
+
+    /// The mechanism this client's switches use.
+    pub fn mechanism(&self) -> Mechanism {
+        self.spaces.mechanism()
+    }
+
+    /// What this client's switches did so far (switches, `mprotect`s, locks).
+    pub fn switch_counters(&self) -> pmlab_vas::native::SwitchCounters {
+        self.spaces.counters()
     }
 
     /// The store's name.
@@ -233,7 +263,8 @@ impl KvStore {
         self.header.expect("opened or created")
     }
 
-    /// What the last SET's recovery did (it runs before every SET's transaction).
+    /// What the last recovery did (a SET runs it first when the lock reports a writer
+    /// died since the last one; `recover` always runs it).
     pub fn last_recovery(&self) -> Option<&Recovery> {
         self.last_recovery.as_ref()
     }
@@ -286,20 +317,22 @@ impl KvStore {
     /// the redo log's last transaction is fully in place (replaying it would change
     /// nothing); otherwise a writer must open it first.
     fn check_recovered(&self, h: &Header) -> Result<(), KvError> {
-        let view_root = |f| {
-            u64::from_le_bytes(
-                self.seg()[(h.root + f) as usize..][..8]
-                    .try_into()
-                    .expect("8"),
-            )
-        };
-        if self.lock.recoveries() == view_root(root::RECOVERED) {
+        if self.lock.recoveries() == self.root_u64(h, root::RECOVERED) {
             return Ok(());
         }
         if crate::recover::last_log_applied(self.seg(), h).unwrap_or(false) {
             return Ok(());
         }
         Err(KvError::NeedsRecovery(self.name.clone()))
+    }
+
+    /// The root's field `f` (switched in).
+    fn root_u64(&self, h: &Header, f: u64) -> u64 {
+        u64::from_le_bytes(
+            self.seg()[(h.root + f) as usize..][..8]
+                .try_into()
+                .expect("8"),
+        )
     }
 
     /// SET `key` to `value` in one transaction, under the exclusive lock.
@@ -351,10 +384,21 @@ impl KvStore {
             return dict::set(&mut t, &h, &key, &value).map_err(|e| map(e, &self.name));
         }
         let (log, data) = Self::areas(&h);
-        let mut p = RedoProtocol::attach(self.mem(), log, data)?.with_faults(self.faults.tx);
-        self.last_recovery = Some(p.recover()?);
-        p.begin()?;
         let recoveries = self.lock.recoveries();
+        // Recovery is needed only if a writer may have died mid-commit: the lock counts
+        // every dead holder it clears, and the root records the count as of the last
+        // recovery. While they agree, every SET since then returned, so the log's last
+        // transaction is in place and replaying it (as recovery would, the log never
+        // being cleared) would change nothing.
+        let applied = self.root_u64(&h, root::RECOVERED) == recoveries;
+        let mut p = if applied || self.faults.never_recover {
+            RedoProtocol::attach_applied(self.mem(), log, data)?.with_faults(self.faults.tx)
+        } else {
+            let mut p = RedoProtocol::attach(self.mem(), log, data)?.with_faults(self.faults.tx);
+            self.last_recovery = Some(p.recover()?);
+            p
+        };
+        p.begin()?;
         let r = (|| {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
                 p.write_u64(h.root + root::RECOVERED, recoveries)?;

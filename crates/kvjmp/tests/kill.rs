@@ -16,21 +16,32 @@ use pmlab_kvjmp::{KvStore, segmem};
 use pmlab_testkit::child;
 use pmlab_tx::{Fault, FaultPlan};
 use pmlab_vas::Mode;
+use pmlab_vas::native::MechanismChoice;
 
 const KEYS: u64 = 40;
 
 fn faults(name: &str) -> Faults {
     match name {
-        "correct" => Faults::default(),
+        "correct" | "correct-resident" => Faults::default(),
         "in-place" => Faults {
             in_place: true,
             ..Faults::default()
         },
         "recovery-skips-replay" => Faults {
-            in_place: false,
             tx: FaultPlan::broken(Fault::RedoRecoverySkipsReplay),
+            ..Faults::default()
         },
         other => panic!("unknown variant {other}"),
+    }
+}
+
+/// The switch mechanism of a variant: `resident` must keep the lock protocol and
+/// the store's durability exactly as `mprotect` does.
+fn mechanism(variant: &str) -> MechanismChoice {
+    if variant.ends_with("resident") {
+        MechanismChoice::Resident
+    } else {
+        MechanismChoice::Auto
     }
 }
 
@@ -45,7 +56,7 @@ fn op(j: u64) -> (Vec<u8>, Vec<u8>) {
 
 /// The writer: SETs from `start` on, acknowledging each on stdout, killed at a store.
 fn writer(dir: &Path, start: u64, kill_at: u64, variant: &str) {
-    let mut s = KvStore::open(dir, "k", true)
+    let mut s = KvStore::open_with(dir, "k", true, mechanism(variant))
         .unwrap()
         .with_faults(faults(variant));
     segmem::arm_kill_at_store(kill_at);
@@ -105,7 +116,7 @@ fn sweep(test: &str, variant: &str) -> Result<u32, String> {
             reference.insert(k, v);
         }
         kills += u32::from(killed);
-        let mut s = KvStore::open(dir.path(), "k", true)
+        let mut s = KvStore::open_with(dir.path(), "k", true, mechanism(variant))
             .unwrap()
             .with_faults(faults(variant));
         s.recover()
@@ -161,12 +172,12 @@ fn role() {
             _ => {
                 let test = std::env::var("KV_TEST").unwrap();
                 match (sweep(&test, &variant), variant.as_str()) {
-                    (Ok(kills), "correct") => assert!(
+                    (Ok(kills), "correct" | "correct-resident") => assert!(
                         kills >= 30,
                         "only {kills} of 40 writers died at their store"
                     ),
                     (Ok(_), v) => panic!("the broken variant {v} was not caught"),
-                    (Err(e), "correct") => panic!("{e}"),
+                    (Err(e), "correct" | "correct-resident") => panic!("{e}"),
                     (Err(e), v) => eprintln!("caught {v}: {e}"),
                 }
             }
@@ -204,6 +215,17 @@ fn a_writer_killed_at_any_store_leaves_a_consistent_store_and_a_recoverable_lock
     run(
         "a_writer_killed_at_any_store_leaves_a_consistent_store_and_a_recoverable_lock",
         "correct",
+    );
+}
+
+/// The same sweep with the `resident` mechanism (no protection change per switch):
+/// the lock is still taken over from the killed writer and the store recovered.
+#[test]
+fn with_resident_switching_a_killed_writer_still_leaves_a_consistent_store() {
+    role();
+    run(
+        "with_resident_switching_a_killed_writer_still_leaves_a_consistent_store",
+        "correct-resident",
     );
 }
 

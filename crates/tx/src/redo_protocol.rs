@@ -75,6 +75,18 @@ impl<M: Memory> RedoProtocol<M> {
         Ok(Self::new(mem, handle, data, Phase::NeedsRecovery))
     }
 
+    /// Attaches to a redo log whose last committed transaction the caller knows to be
+    /// wholly applied — no writer died since a recovery last ran, which a robust lock
+    /// can tell (the key-value store compares its lock's count of dead holders with
+    /// the count its last recovery saw). Recovery would then only replay what is
+    /// already in place, so the first transaction may begin at once. Where the caller
+    /// cannot know, use [`RedoProtocol::attach`] and recover.
+    pub fn attach_applied(mem: M, log: Area, data: Area) -> Result<Self, TxError> {
+        let mut p = Self::attach(mem, log, data)?;
+        p.phase = Phase::Idle;
+        Ok(p)
+    }
+
     fn new(mem: M, log: RedoLog, data: Area, phase: Phase) -> Self {
         RedoProtocol {
             mem,

@@ -360,3 +360,176 @@ fn private_segments_clones_and_handle_attachments() {
     s.vas_switch(h).unwrap();
     assert_eq!(unsafe { *(s.segment_base(c).unwrap() as *const u64) }, 9);
 }
+
+/// The `resident` mechanism: switches make no system call (zero `mprotect`s, where
+/// the `mprotect` mechanism makes some for the same switches), and locks are taken
+/// and released exactly as on the other mechanisms.
+#[test]
+fn resident_switches_change_no_protection_and_keep_the_lock_protocol() {
+    use pmlab_vas::native::MechanismChoice;
+    let dir = scratch();
+    drop(figure4(dir.path(), "s0", "v0"));
+    let mut setup = NativeSpaces::open(dir.path()).unwrap();
+    let vid = setup.vas_find("v0").unwrap();
+    let sid = setup.seg_find("s0").unwrap();
+    setup.seg_ctl(sid, SegCtl::SetLockable(true)).unwrap();
+    let ro = setup.vas_create("v0-ro", Mode(0o660)).unwrap();
+    setup
+        .seg_attach(AttachTo::Vas(ro), sid, Access::ReadOnly)
+        .unwrap();
+    drop(setup);
+    let mut mprotects = Vec::new();
+    for choice in [MechanismChoice::Mprotect, MechanismChoice::Resident] {
+        let mut s = NativeSpaces::open_with(dir.path(), choice, false).unwrap();
+        let (wh, rh) = (s.vas_attach(vid).unwrap(), s.vas_attach(ro).unwrap());
+        let lock = pmlab_vas::native::SegLock::open(&s.registry().lock_path("s0")).unwrap();
+        for _ in 0..3 {
+            s.vas_switch(wh).unwrap();
+            assert_eq!(lock.state().writer.map(|h| h.pid), Some(std::process::id()));
+            unsafe { std::ptr::write_volatile(s.segment_base(sid).unwrap() as *mut u64, 9) };
+            s.vas_switch(rh).unwrap();
+            let st = lock.state();
+            assert_eq!((st.writer, st.readers.len()), (None, 1), "{choice:?}");
+            s.vas_switch_home().unwrap();
+            assert_eq!(lock.state().readers.len(), 0);
+        }
+        let c = s.counters();
+        assert_eq!((c.switches, c.lock_acquires), (9, 6), "{choice:?}");
+        mprotects.push(c.mprotects);
+    }
+    assert!(mprotects[0] > 0, "the mprotect mechanism counts its calls");
+    assert_eq!(mprotects[1], 0, "resident switches made mprotect calls");
+}
+
+/// What `resident` gives up, shown rather than argued: a switched-out segment stays
+/// readable from the same process (where `mprotect` makes the load fault).
+#[test]
+fn resident_leaves_a_switched_out_segment_reachable_from_the_process() {
+    child::branch(|role| {
+        let dir = std::env::var("VAS_DIR").unwrap();
+        let choice = pmlab_vas::native::MechanismChoice::parse(role).unwrap();
+        let mut s = NativeSpaces::open_with(Path::new(&dir), choice, false).unwrap();
+        let vh = s.vas_attach(s.vas_find("v0").unwrap()).unwrap();
+        let sid = s.seg_find("s0").unwrap();
+        s.vas_switch(vh).unwrap();
+        unsafe { std::ptr::write_volatile(s.segment_base(sid).unwrap() as *mut u64, 5) };
+        s.vas_switch_home().unwrap();
+        let v = unsafe { std::ptr::read_volatile(s.segment_base(sid).unwrap() as *const u64) };
+        println!("read {v} outside the VAS");
+    });
+    let dir = scratch();
+    drop(figure4(dir.path(), "s0", "v0"));
+    let run = |role: &str| {
+        child::command(
+            "resident_leaves_a_switched_out_segment_reachable_from_the_process",
+            role,
+        )
+        .env("VAS_DIR", dir.path())
+        .output()
+        .unwrap()
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(run("mprotect").status.signal(), Some(libc::SIGSEGV));
+    let out = run("resident");
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("read 5 outside the VAS"));
+}
+
+/// The security rule holds on `resident`: a second uid that may only read the segment
+/// gets a read-only mapping (its /proc/self/maps line has no `w`), a read-write attach
+/// is refused by the kernel, and a store through its mapping dies with SIGSEGV. The
+/// deliberately broken variant (a private writable mapping of the read-only segment)
+/// is caught by the same checks.
+#[test]
+fn resident_gives_a_reader_uid_no_writable_mapping() {
+    child::branch(|role| {
+        let dir = std::env::var("VAS_DIR").unwrap();
+        let choice = pmlab_vas::native::MechanismChoice::Resident;
+        let mut s = NativeSpaces::open_with(Path::new(&dir), choice, false).unwrap();
+        if role.starts_with("broken") {
+            s.break_resident_rights_for_tests();
+        }
+        if let Ok(vh) = s.vas_attach(s.vas_find("v0").unwrap()) {
+            println!("read-write attach allowed");
+            s.vas_detach(vh).unwrap();
+        }
+        let vh = s.vas_attach(s.vas_find("v0-ro").unwrap()).unwrap();
+        s.vas_switch(vh).unwrap();
+        let p = s.segment_base(s.seg_find("s0").unwrap()).unwrap() as *mut u64;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| l.starts_with(&format!("{:x}-", p as u64)))
+            .unwrap();
+        println!("maps line: {line}");
+        assert_eq!(unsafe { std::ptr::read_volatile(p) }, 7);
+        if role.ends_with("store") {
+            unsafe { std::ptr::write_volatile(p, 8) }; // must fault
+            println!("stored through the mapping");
+        }
+    });
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: cannot switch uid, skipped");
+        return;
+    }
+    let dir = scratch();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let (mut s, sid, vh) = figure4(dir.path(), "s0", "v0");
+    s.vas_switch(vh).unwrap();
+    unsafe { *(s.segment_base(sid).unwrap() as *mut u64) = 7 };
+    s.vas_switch_home().unwrap();
+    let vid = s.vas_find("v0").unwrap();
+    let ro = s.vas_create("v0-ro", Mode(0o644)).unwrap();
+    s.seg_attach(AttachTo::Vas(ro), sid, Access::ReadOnly)
+        .unwrap();
+    s.vas_ctl(vid, VasCtl::SetMode(Mode(0o644))).unwrap();
+    s.seg_ctl(sid, SegCtl::SetMode(Mode(0o644))).unwrap();
+    let exe = child::ForeignExecutable::new().unwrap();
+    let check = |variant: &str| -> Result<(), String> {
+        let run = |role: String| {
+            exe.command_as(
+                "resident_gives_a_reader_uid_no_writable_mapping",
+                &role,
+                65534,
+                65534,
+            )
+            .env("VAS_DIR", dir.path())
+            .output()
+            .unwrap()
+        };
+        let out = run(format!("{variant}-look"));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() || text.contains("read-write attach allowed") {
+            return Err(format!("reader: {out:?}"));
+        }
+        let perms = text
+            .lines()
+            .find_map(|l| l.split("maps line: ").nth(1))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .ok_or(format!("reader printed no mapping: {text}"))?
+            .to_string();
+        if perms.contains('w') {
+            return Err(format!("the reader holds a writable mapping ({perms})"));
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let out = run(format!("{variant}-store"));
+        if out.status.signal() != Some(libc::SIGSEGV) {
+            return Err(format!(
+                "a store through the reader's mapping did not fault: {out:?}"
+            ));
+        }
+        Ok(())
+    };
+    check("resident").unwrap();
+    let e = check("broken").unwrap_err();
+    eprintln!("caught the broken variant: {e}");
+    assert!(e.contains("writable mapping (rw-p)"), "{e}");
+    // The parent's own stores are where they were: the broken reader's was private.
+    s.vas_switch(vh).unwrap();
+    assert_eq!(unsafe { *(s.segment_base(sid).unwrap() as *const u64) }, 7);
+    s.vas_switch_home().unwrap();
+}

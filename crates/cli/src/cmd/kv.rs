@@ -8,8 +8,9 @@ use anyhow::{Context, bail};
 use pmlab_kvjmp::KvStore;
 use pmlab_kvjmp::bench::client::{ClientSpec, Target, run_client};
 use pmlab_vas::Mode;
+use pmlab_vas::native::MechanismChoice;
 
-use super::kv_bench;
+use super::{kv_bench, kv_stress};
 
 /// Arguments of `pmlab kv`.
 #[derive(clap::Args)]
@@ -17,6 +18,13 @@ pub struct Args {
     /// The registry directory (default: $PMLAB_VAS_DIR, else /dev/shm/pmlab-vas).
     #[arg(long, global = true)]
     dir: Option<PathBuf>,
+    /// How a client switches into the store: auto (protection keys where the CPU has
+    /// them, else mprotect), pkeys, mprotect, or resident (no system call per switch;
+    /// the store stays mapped, with the rights the kernel granted, and reachable from
+    /// the client between requests). `bench` measures every available one unless this
+    /// names one.
+    #[arg(long, global = true)]
+    mechanism: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -70,6 +78,19 @@ enum Cmd {
     /// GET/SET throughput of 1..N client processes, beside the real redis-server and
     /// redis-benchmark (Figures 10a–10c).
     Bench(kv_bench::Args),
+    /// Kill writer clients at random times (SIGKILL, seeded xoshiro256++); after every
+    /// kill the store must recover, pass its checker and hold every acknowledged SET.
+    Stress(kv_stress::Args),
+    /// One writer of `stress` (SETs from --start on, each acknowledged, until killed).
+    #[command(hide = true)]
+    StressWorker {
+        /// The first SET of the sequence to run.
+        #[arg(long)]
+        start: u64,
+        /// The variant (see `stress --variant`).
+        #[arg(long, default_value = "correct")]
+        variant: String,
+    },
     /// One client process of the benchmark (started by `bench`).
     #[command(hide = true)]
     BenchClient(ClientArgs),
@@ -99,6 +120,11 @@ pub struct ClientArgs {
 /// Runs `pmlab kv`.
 pub fn run(a: Args) -> anyhow::Result<()> {
     let dir = a.dir.clone().unwrap_or_else(pmlab_vas::native::default_dir);
+    let choice = match &a.mechanism {
+        Some(m) => MechanismChoice::parse(m).map_err(|e| anyhow::anyhow!("--mechanism: {e}"))?,
+        None => MechanismChoice::Auto,
+    };
+    let open = |store: &str, write: bool| KvStore::open_with(&dir, store, write, choice);
     match a.cmd {
         Cmd::Create {
             name,
@@ -116,20 +142,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             );
         }
         Cmd::Set { store, key, value } => {
-            let mut s = KvStore::open(&dir, &store, true)?;
+            let mut s = open(&store, true)?;
             s.set(key.as_bytes(), value.as_bytes())?;
             report_recovery(&s);
             println!("OK");
         }
         Cmd::Get { store, key } => {
-            let mut s = KvStore::open(&dir, &store, false)?;
+            let mut s = open(&store, false)?;
             match s.get(key.as_bytes())? {
                 Some(v) => println!("{}", String::from_utf8_lossy(&v)),
                 None => println!("(nil)"),
             }
         }
         Cmd::Check { store } => {
-            let mut s = KvStore::open(&dir, &store, false)?;
+            let mut s = open(&store, false)?;
             let r = s
                 .check()
                 .with_context(|| format!("store {store} is inconsistent"))?;
@@ -145,7 +171,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             );
         }
         Cmd::Recover { store } => {
-            let mut s = KvStore::open(&dir, &store, true)?;
+            let mut s = open(&store, true)?;
             let r = s.recover()?;
             println!(
                 "store {store}: {} (dead lock holders cleared: {:?})",
@@ -153,8 +179,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 s.dead_holders()
             );
         }
-        Cmd::Bench(b) => kv_bench::run(b)?,
-        Cmd::BenchClient(c) => bench_client(&dir, c)?,
+        Cmd::Bench(b) => kv_bench::run(b, a.mechanism.is_some().then_some(choice))?,
+        Cmd::BenchClient(c) => bench_client(&dir, c, choice)?,
+        Cmd::Stress(s) => kv_stress::run(s, choice)?,
+        Cmd::StressWorker { start, variant } => {
+            pmlab_kvjmp::stress::worker(&dir, start, &variant, choice)
+                .map_err(|e| anyhow::anyhow!(e))?
+        }
     }
     Ok(())
 }
@@ -168,7 +199,11 @@ fn report_recovery(s: &KvStore) {
     }
 }
 
-fn bench_client(dir: &std::path::Path, c: ClientArgs) -> anyhow::Result<()> {
+fn bench_client(
+    dir: &std::path::Path,
+    c: ClientArgs,
+    mechanism: MechanismChoice,
+) -> anyhow::Result<()> {
     let target = match (c.store, c.redis) {
         (Some(name), None) => Target::Store {
             dir: dir.to_path_buf(),
@@ -184,6 +219,7 @@ fn bench_client(dir: &std::path::Path, c: ClientArgs) -> anyhow::Result<()> {
         keyspace: c.keyspace.max(1),
         value_len: c.value_len,
         seed: c.seed,
+        mechanism,
     };
     run_client(&spec).map_err(|e| anyhow::anyhow!(e))
 }

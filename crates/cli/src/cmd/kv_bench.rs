@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use pmlab_kvjmp::bench::{self, Plan, Row, Workload};
 use pmlab_report::{LinePlot, Series, Table};
+use pmlab_vas::native::MechanismChoice;
 
 /// Arguments of `pmlab kv bench`.
 #[derive(clap::Args)]
@@ -33,8 +34,9 @@ pub struct Args {
     /// Run the real redis-server and redis-benchmark beside the store.
     #[arg(long)]
     vs_redis: bool,
-    /// Print the JSON list of {system, clients, op, set_pct, req_per_s} on stdout
-    /// (the table goes to stderr).
+    /// Print the JSON list of {system, clients, op, set_pct, req_per_s, mechanism} on
+    /// stdout (the table goes to stderr); a mixed point has a GET and a SET row, each
+    /// with its op's share of the requests per second.
     #[arg(long)]
     json: bool,
     /// Seed (xoshiro256++) of the clients' keys and operations.
@@ -48,8 +50,9 @@ pub struct Args {
     no_progress: bool,
 }
 
-/// Runs the benchmark.
-pub fn run(a: Args) -> anyhow::Result<()> {
+/// Runs the benchmark, with the store switching by `mechanism`, or by every mechanism
+/// this machine has when `None`.
+pub fn run(a: Args, mechanism: Option<MechanismChoice>) -> anyhow::Result<()> {
     if a.clients.is_empty() || a.clients.contains(&0) {
         anyhow::bail!("--clients: give one or more positive counts, e.g. 1,2");
     }
@@ -57,6 +60,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("--sweep: {p} is not a percentage");
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let mechanisms = match mechanism {
+        Some(c) => vec![
+            pmlab_vas::native::protect::decide(c)
+                .map_err(|e| anyhow::anyhow!("--mechanism: {e}"))?,
+        ],
+        None => bench::available_mechanisms(),
+    };
     let plan = Plan {
         clients: a.clients.clone(),
         reps: a.reps.max(1),
@@ -75,6 +85,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         vs_redis: a.vs_redis,
         cores,
         store_bytes: 256 << 20,
+        mechanisms,
     };
     let load = load_average();
     let exe = std::env::current_exe().context("the pmlab executable's path")?;
@@ -86,8 +97,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let steps = plan.reps as u64
         * plan.clients.len() as u64
-        * (2 + plan.sweep.len() as u64)
-        * if a.vs_redis { 2 } else { 1 };
+        * ((2 + plan.sweep.len() as u64) * plan.mechanisms.len() as u64
+            + if a.vs_redis {
+                2 + plan.sweep.len() as u64
+            } else {
+                0
+            });
     let bar = progress(steps, a.no_progress);
     let mut tick = |what: &str| {
         bar.set_message(what.to_string());
@@ -103,6 +118,32 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("{table}");
     }
     write_outputs(&a.out, &rows, &table)
+}
+
+/// Figures 10a-c for `pmlab reproduce spacejmp`: one to (cores) clients beside the
+/// real Redis, every available mechanism, the default sweep; `--quick` runs 20,000
+/// requests per test and one repetition (else 100,000 and three).
+pub fn reproduce(
+    quick: bool,
+    seed: u64,
+    out: &std::path::Path,
+    no_progress: bool,
+) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let a = Args {
+        clients: (1..=cores.max(1)).collect(),
+        requests: if quick { 20_000 } else { 100_000 },
+        keyspace: 100_000,
+        value_len: 4,
+        sweep: vec![10, 25, 50],
+        reps: if quick { 1 } else { 3 },
+        vs_redis: true,
+        json: false,
+        seed,
+        out: out.to_path_buf(),
+        no_progress,
+    };
+    run(a, None)
 }
 
 fn progress(len: u64, hidden: bool) -> indicatif::ProgressBar {
@@ -126,19 +167,25 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn find(rows: &[Row], system: &str, clients: u32, pct: u32) -> Option<f64> {
-    rows.iter()
-        .find(|r| r.system == system && r.clients == clients && r.set_pct == pct)
+/// The total requests per second of one point (the sum of its GET and SET rows).
+fn total(rows: &[Row], system: &str, clients: u32, pct: u32, mech: Option<&str>) -> Option<f64> {
+    let xs: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.system == system && r.clients == clients && r.set_pct == pct)
+        .filter(|r| mech.is_none() || r.mechanism.as_deref() == mech)
         .map(|r| r.req_per_s)
+        .collect();
+    (!xs.is_empty()).then(|| xs.iter().sum())
 }
 
+/// Builds the table: one line per (clients, SET %, mechanism), totals per point.
 fn table(rows: &[Row], plan: &Plan, load: String) -> Table {
     let mut t = Table::new(
-        "Redis_JMP (pmlab kv) vs Redis: requests per second (medians)",
+        "Redis_JMP (pmlab kv) vs Redis: requests per second (medians; mixed points: GET + SET)",
         &[
             "clients",
-            "op",
             "SET %",
+            "mechanism",
             "pmlab",
             "redis",
             "redis-per-core",
@@ -155,35 +202,39 @@ fn table(rows: &[Row], plan: &Plan, load: String) -> Table {
     pcts.extend(plan.sweep.iter().copied());
     for &c in &plan.clients {
         for &p in &pcts {
-            let (k, r, pc) = (
-                find(rows, "pmlab", c, p),
-                find(rows, "redis", c, p),
-                find(rows, "redis-per-core", c, p),
-            );
-            let op = rows
-                .iter()
-                .find(|x| x.clients == c && x.set_pct == p)
-                .map_or("-", |x| x.op.as_str());
-            t.row(vec![
-                c.to_string(),
-                op.into(),
-                p.to_string(),
-                cell(k),
-                cell(r),
-                cell(pc),
-                ratio(k, r),
-                ratio(k, pc),
-            ]);
+            for m in &plan.mechanisms {
+                let k = total(rows, "pmlab", c, p, Some(m.name()));
+                let (r, pc) = (
+                    total(rows, "redis", c, p, None),
+                    total(rows, "redis-per-core", c, p, None),
+                );
+                t.row(vec![
+                    c.to_string(),
+                    p.to_string(),
+                    m.name().into(),
+                    cell(k),
+                    cell(r),
+                    cell(pc),
+                    ratio(k, r),
+                    ratio(k, pc),
+                ]);
+            }
         }
     }
+    let isolation = if plan.mechanisms.iter().all(|m| m.isolates_switched_out()) {
+        String::new()
+    } else {
+        "; resident: no system call per switch, but the store stays mapped (read-only unless the client may write it) and reachable from a client between its requests".into()
+    };
     t.note(format!(
-        "{} requests per test, key space {}, {}-byte values, {} repetition(s); {} cores; load average before the run {load}; switch mechanism {}; {}",
+        "{} requests per test, key space {}, {}-byte values, {} repetition(s); {} cores; load average before the run {load}; switch mechanisms {}{isolation}; CPUID PKU {}; redis sweep points (SET % other than 0 and 100) by pmlab's RESP client processes, since redis-benchmark cannot mix; {}",
         plan.workload.requests,
         plan.workload.keyspace,
         plan.workload.value_len,
         plan.reps,
         plan.cores,
-        pmlab_vas::native::protect::decide(Default::default()).map_or("unknown".into(), |m| m.name().to_string()),
+        plan.mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+        pmlab_vas::native::pku_support().ospke,
         bench::redis::version().unwrap_or_else(|| "redis-server not run".into())
     ));
     t
@@ -197,15 +248,15 @@ fn write_outputs(out: &std::path::Path, rows: &[Row], table: &Table) -> anyhow::
         ("fig10a-get.svg", "Figure 10a: GET", 0),
         ("fig10b-set.svg", "Figure 10b: SET", 100),
     ] {
-        let series = ["pmlab", "redis", "redis-per-core"]
-            .iter()
-            .map(|s| {
+        let series = series_names(rows)
+            .into_iter()
+            .map(|(label, s, m)| {
                 let pts = rows
                     .iter()
-                    .filter(|r| r.system == *s && r.set_pct == pct)
+                    .filter(|r| r.system == s && r.mechanism == m && r.set_pct == pct)
                     .map(|r| (f64::from(r.clients), r.req_per_s))
                     .collect();
-                Series::new(*s, pts)
+                Series::new(label, pts)
             })
             .filter(|s| !s.points.is_empty())
             .collect();
@@ -218,15 +269,18 @@ fn write_outputs(out: &std::path::Path, rows: &[Row], table: &Table) -> anyhow::
         plot.write_svg(&out.join(file))?;
     }
     let max_c = rows.iter().map(|r| r.clients).max().unwrap_or(1);
-    let series = ["pmlab", "redis"]
-        .iter()
-        .map(|s| {
-            let pts = rows
+    let mut pcts: Vec<u32> = rows.iter().map(|r| r.set_pct).collect();
+    pcts.sort_unstable();
+    pcts.dedup();
+    let series = series_names(rows)
+        .into_iter()
+        .filter(|(_, s, _)| s != "redis-per-core")
+        .map(|(label, s, m)| {
+            let pts = pcts
                 .iter()
-                .filter(|r| r.system == *s && r.clients == max_c)
-                .map(|r| (f64::from(r.set_pct), r.req_per_s))
+                .filter_map(|&p| total(rows, &s, max_c, p, m.as_deref()).map(|v| (f64::from(p), v)))
                 .collect();
-            Series::new(format!("{s}, {max_c} client(s)"), pts)
+            Series::new(format!("{label}, {max_c} client(s)"), pts)
         })
         .filter(|s| !s.points.is_empty())
         .collect();
@@ -242,4 +296,22 @@ fn write_outputs(out: &std::path::Path, rows: &[Row], table: &Table) -> anyhow::
         out.display()
     );
     Ok(())
+}
+
+/// The plotted series: each system, the store once per mechanism (label, system,
+/// mechanism).
+fn series_names(rows: &[Row]) -> Vec<(String, String, Option<String>)> {
+    let mut v: Vec<(String, String, Option<String>)> = rows
+        .iter()
+        .map(|r| {
+            let label = match &r.mechanism {
+                Some(m) => format!("{} ({m})", r.system),
+                None => r.system.clone(),
+            };
+            (label, r.system.clone(), r.mechanism.clone())
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }

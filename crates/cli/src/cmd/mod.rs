@@ -5,6 +5,7 @@ pub mod dinero;
 pub mod fs;
 pub mod kv;
 pub mod kv_bench;
+pub mod kv_stress;
 pub mod placement;
 pub mod reproduce;
 pub mod sam;

@@ -1,7 +1,7 @@
 //! One benchmark client process and the driver that starts several at once.
 //!
 //! A client prints `ready` once its store is open (or its connection made), waits for
-//! a line on stdin, runs its requests and prints `start_ns end_ns requests`.
+//! a line on stdin, runs its requests and prints `start_ns end_ns requests sets`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -9,6 +9,8 @@ use std::process::{Child, Command, Stdio};
 
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+use pmlab_vas::native::MechanismChoice;
 
 use super::key;
 use crate::KvStore;
@@ -29,6 +31,8 @@ pub struct ClientSpec {
     pub value_len: usize,
     /// Seed of this client's key and operation choices.
     pub seed: u64,
+    /// How a store client switches (ignored for Redis).
+    pub mechanism: MechanismChoice,
 }
 
 /// Where a client sends its requests.
@@ -62,9 +66,9 @@ enum Backend {
 }
 
 impl Backend {
-    fn open(t: &Target, write: bool) -> Result<Backend, String> {
+    fn open(t: &Target, write: bool, mechanism: MechanismChoice) -> Result<Backend, String> {
         match t {
-            Target::Store { dir, name } => KvStore::open(dir, name, write)
+            Target::Store { dir, name } => KvStore::open_with(dir, name, write, mechanism)
                 .map(|s| Backend::Store(Box::new(s)))
                 .map_err(|e| e.to_string()),
             Target::Redis(sock) => RespClient::connect(sock)
@@ -94,7 +98,7 @@ impl Backend {
 
 /// The client process's body: open, say ready, wait, run, report.
 pub fn run_client(spec: &ClientSpec) -> Result<(), String> {
-    let mut b = Backend::open(&spec.target, spec.set_pct > 0)?;
+    let mut b = Backend::open(&spec.target, spec.set_pct > 0, spec.mechanism)?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "ready")
         .and_then(|()| stdout.flush())
@@ -106,22 +110,35 @@ pub fn run_client(spec: &ClientSpec) -> Result<(), String> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let value = vec![b'x'; spec.value_len];
     let (mut k, mut out) = (Vec::new(), Vec::new());
+    let mut sets = 0u64;
     let start = monotonic_ns();
     for _ in 0..spec.requests {
         key(rng.gen_range(0..spec.keyspace), &mut k);
         let set = spec.set_pct > 0 && rng.gen_range(0..100) < spec.set_pct;
+        sets += u64::from(set);
         b.request(set, &k, &value, &mut out)?;
     }
     let end = monotonic_ns();
-    writeln!(stdout, "{start} {end} {}", spec.requests).map_err(|e| e.to_string())
+    writeln!(stdout, "{start} {end} {} {sets}", spec.requests).map_err(|e| e.to_string())
+}
+
+/// What a set of concurrent clients achieved: GETs and SETs per second, each over the
+/// same span (from the first client's start to the last one's end), so that the two
+/// add up to the total rate and each is that op's share of it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rates {
+    /// GETs per second.
+    pub get: f64,
+    /// SETs per second.
+    pub set: f64,
 }
 
 /// Runs `specs` as concurrent client processes, each started by `command(spec)`;
-/// returns requests per second over the span from the first start to the last end.
+/// returns GETs and SETs per second over the span from the first start to the last end.
 pub fn run_clients(
     specs: &[ClientSpec],
     command: &dyn Fn(&ClientSpec) -> Command,
-) -> Result<f64, String> {
+) -> Result<Rates, String> {
     let mut children: Vec<(Child, BufReader<std::process::ChildStdout>)> = Vec::new();
     for s in specs {
         let mut c = command(s)
@@ -145,7 +162,7 @@ pub fn run_clients(
     for (c, _) in &mut children {
         let _ = c.stdin.as_mut().expect("piped").write_all(b"go\n");
     }
-    let (mut first, mut last, mut total) = (u64::MAX, 0u64, 0u64);
+    let (mut first, mut last, mut total, mut sets) = (u64::MAX, 0u64, 0u64, 0u64);
     for (mut c, mut out) in children {
         let mut line = String::new();
         out.read_line(&mut line).map_err(|e| e.to_string())?;
@@ -154,14 +171,19 @@ pub fn run_clients(
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect();
-        if !st.success() || f.len() != 3 {
+        if !st.success() || f.len() != 4 || f[3] > f[2] {
             return Err(format!("a client failed ({st}); it reported {line:?}"));
         }
         first = first.min(f[0]);
         last = last.max(f[1]);
         total += f[2];
+        sets += f[3];
     }
-    Ok(total as f64 / ((last - first).max(1) as f64 / 1e9))
+    let span = (last - first).max(1) as f64 / 1e9;
+    Ok(Rates {
+        get: (total - sets) as f64 / span,
+        set: sets as f64 / span,
+    })
 }
 
 /// Specs for `clients` processes sharing `requests` over `target`.
@@ -172,6 +194,7 @@ pub fn specs(
     set_pct: u32,
     w: &super::Workload,
     salt: u64,
+    mechanism: MechanismChoice,
 ) -> Vec<ClientSpec> {
     (0..clients)
         .map(|i| ClientSpec {
@@ -181,6 +204,7 @@ pub fn specs(
             keyspace: w.keyspace,
             value_len: w.value_len,
             seed: w.seed ^ (salt << 32) ^ u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            mechanism,
         })
         .collect()
 }

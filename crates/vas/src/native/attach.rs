@@ -2,7 +2,7 @@
 
 use rustix::mm::ProtFlags;
 
-use super::mapped::{GLOBAL_OFFSET, Mapped, map_fixed, remap};
+use super::mapped::{GLOBAL_OFFSET, Mapped, map_fixed, remap, remap_private};
 use super::protect::{self, Mechanism};
 use super::segfile::FLAG_LOCKABLE;
 use super::{Handle, NativeSpaces, PRIVATE_ID, SegLock};
@@ -55,7 +55,7 @@ impl NativeSpaces {
                 m.writable = true;
             }
             m.users += 1;
-            return Ok(());
+            return self.make_resident(sid);
         }
         if sid.0 & PRIVATE_ID != 0 {
             return Err(VasError::NotFound {
@@ -106,7 +106,32 @@ impl NativeSpaces {
                 zap: false,
             },
         );
-        Ok(())
+        self.make_resident(sid)
+    }
+
+    /// The `resident` mechanism: gives segment `sid` its attach-time rights for good —
+    /// read-write exactly when its descriptor is writable (the kernel granted it),
+    /// read-only otherwise. Nothing on the other mechanisms.
+    pub(super) fn make_resident(&mut self, sid: SegId) -> Result<(), VasError> {
+        if self.mechanism != Mechanism::Resident {
+            return Ok(());
+        }
+        let broken = self.broken_resident_writable;
+        let m = self.mapped.get_mut(&sid).expect("mapped");
+        if broken && !m.writable {
+            // The deliberately broken variant: a private, writable copy of a segment
+            // the kernel let this process only read.
+            let p = std::path::PathBuf::from(&m.name);
+            return remap_private(&m.fd, m.base, m.size, m.offset, &p).map(|()| {
+                m.prot = ProtFlags::READ | ProtFlags::WRITE;
+            });
+        }
+        let rights = if m.writable {
+            ProtFlags::READ | ProtFlags::WRITE
+        } else {
+            ProtFlags::READ
+        };
+        m.protect(rights).map(drop)
     }
 
     /// Drops one user of `sid`; unmaps a global segment nobody uses any more.
@@ -150,7 +175,14 @@ impl NativeSpaces {
         let pkru = self.pkru_of(&segs);
         let id = self.next_handle;
         self.next_handle += 1;
-        self.handles.insert(id, Handle { vid, segs, pkru });
+        self.handles.insert(
+            id,
+            Handle {
+                vid,
+                segs: segs.into(),
+                pkru,
+            },
+        );
         Ok(VasHandle(id))
     }
 
@@ -160,7 +192,7 @@ impl NativeSpaces {
             self.switch_to(None)?;
         }
         let h = self.handles.remove(&vh.0).expect("checked");
-        for (s, _) in h.segs {
+        for &(s, _) in h.segs.iter() {
             self.unuse_segment(s);
         }
         Ok(())
@@ -184,7 +216,7 @@ impl NativeSpaces {
             self.switch_to(None)?;
         }
         self.use_segment(sid, access)?;
-        let mut segs = h.segs;
+        let mut segs = h.segs.to_vec();
         segs.push((sid, access));
         segs.sort();
         let pkru = self.pkru_of(&segs);
@@ -192,7 +224,7 @@ impl NativeSpaces {
             vh.0,
             Handle {
                 vid: h.vid,
-                segs,
+                segs: segs.into(),
                 pkru,
             },
         );
@@ -218,13 +250,13 @@ impl NativeSpaces {
         if was_current {
             self.switch_to(None)?;
         }
-        let segs: Vec<_> = h.segs.into_iter().filter(|(s, _)| *s != sid).collect();
+        let segs: Vec<_> = h.segs.iter().copied().filter(|(s, _)| *s != sid).collect();
         let pkru = self.pkru_of(&segs);
         self.handles.insert(
             vh.0,
             Handle {
                 vid: h.vid,
-                segs,
+                segs: segs.into(),
                 pkru,
             },
         );
@@ -291,13 +323,12 @@ impl NativeSpaces {
         self.current = None;
         if let Some(n) = &new {
             if let Err(e) = self.take_locks(&n.segs, &mut report) {
-                self.set_access(old.as_ref().map_or(&[][..], |o| &o.segs), &[], 0)?;
+                self.set_access(old.as_ref().map_or(&[][..], |o| &o.segs[..]), &[], 0)?;
                 return Err(e);
             }
         }
-        let empty = Vec::new();
-        let old_segs = old.as_ref().map_or(&empty, |o| &o.segs);
-        let new_segs = new.as_ref().map_or(&empty, |n| &n.segs);
+        let old_segs = old.as_ref().map_or(&[][..], |o| &o.segs[..]);
+        let new_segs = new.as_ref().map_or(&[][..], |n| &n.segs[..]);
         self.set_access(
             old_segs,
             new_segs,
@@ -314,6 +345,10 @@ impl NativeSpaces {
         new: &[(SegId, Access)],
         pkru: u32,
     ) -> Result<(), VasError> {
+        if self.mechanism == Mechanism::Resident {
+            // Every segment keeps its attach-time rights: nothing to change.
+            return Ok(());
+        }
         if self.mechanism == Mechanism::Pkeys {
             // SAFETY: the Pkeys mechanism is chosen only where CPUID reports OSPKE.
             #[cfg(target_arch = "x86_64")]

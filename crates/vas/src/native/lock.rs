@@ -59,6 +59,12 @@ pub struct LockState {
 pub struct SegLock {
     map: NonNull<u8>,
     path: PathBuf,
+    /// The reader slot this process used last (a hint: checked under the guard).
+    slot_hint: std::sync::atomic::AtomicUsize,
+    /// Shared holds this process has through this mapping: while it is zero, the
+    /// process holds no reader slot, so a free hinted slot may be taken without
+    /// scanning for one of its own.
+    shared_holds: std::sync::atomic::AtomicU32,
 }
 
 // SAFETY: the mapping is shared memory accessed only through atomics and the
@@ -157,6 +163,8 @@ impl SegLock {
         Ok(SegLock {
             map: NonNull::new(p.cast()).expect("mmap does not return null"),
             path: path.to_path_buf(),
+            slot_hint: Default::default(),
+            shared_holds: Default::default(),
         })
     }
 
@@ -275,7 +283,7 @@ impl SegLock {
                 return Ok(None);
             }
             self.set_slot(WRITER_AT, me, 1);
-        } else {
+        } else if !self.take_hinted_slot(me) {
             let mine = (0..READER_SLOTS).find(|&i| {
                 self.holder_of(Self::reader_at(i))
                     .is_some_and(|(h, _)| h == me)
@@ -289,9 +297,28 @@ impl SegLock {
                 (None, Some(i)) => self.set_slot(Self::reader_at(i), me, 1),
                 (None, None) => return Ok(None),
             }
+            self.slot_hint
+                .store(mine.or(free).expect("taken"), Ordering::Relaxed);
+        }
+        if !exclusive {
+            self.shared_holds.fetch_add(1, Ordering::Relaxed);
         }
         self.word(ACQUISITIONS_AT).fetch_add(1, Ordering::Relaxed);
         Ok(Some(dead))
+    }
+
+    /// The fast path of a shared acquisition (guard held, no writer): the slot this
+    /// process used last, if it holds it (one more hold) or it is free and the process
+    /// holds no other. The common case of a client that takes and releases its shared
+    /// hold per request then touches one slot instead of scanning the table.
+    fn take_hinted_slot(&self, me: Holder) -> bool {
+        let at = Self::reader_at(self.slot_hint.load(Ordering::Relaxed));
+        match self.holder_of(at) {
+            Some((h, n)) if h == me => self.set_slot(at, me, n + 1),
+            None if self.shared_holds.load(Ordering::Relaxed) == 0 => self.set_slot(at, me, 1),
+            _ => return false,
+        }
+        true
     }
 
     /// Takes the lock, shared or exclusive, waiting as long as live holders conflict.
@@ -336,13 +363,25 @@ impl SegLock {
                 self.set_slot(WRITER_AT, me, 0);
                 return Ok(());
             }
-        } else if let Some(i) = (0..READER_SLOTS).find(|&i| {
-            self.holder_of(Self::reader_at(i))
-                .is_some_and(|(h, _)| h == me)
-        }) {
-            let (_, n) = self.holder_of(Self::reader_at(i)).expect("found");
-            self.set_slot(Self::reader_at(i), me, n - 1);
-            return Ok(());
+        } else {
+            let hint = self.slot_hint.load(Ordering::Relaxed);
+            let mine = |i: usize| {
+                self.holder_of(Self::reader_at(i))
+                    .is_some_and(|(h, _)| h == me)
+            };
+            let found = if mine(hint) {
+                Some(hint)
+            } else {
+                (0..READER_SLOTS).find(|&i| mine(i))
+            };
+            if let Some(i) = found {
+                let (_, n) = self.holder_of(Self::reader_at(i)).expect("found");
+                self.set_slot(Self::reader_at(i), me, n - 1);
+                let _ = self
+                    .shared_holds
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| x.checked_sub(1));
+                return Ok(());
+            }
         }
         Err(VasError::Refused(format!(
             "{}: released a lock this process does not hold",
@@ -379,5 +418,57 @@ impl Drop for SegLock {
     fn drop(&mut self) {
         // SAFETY: our own mapping, no references into it outlive self.
         let _ = unsafe { rustix::mm::munmap(self.map.as_ptr().cast(), LOCK_FILE_BYTES) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reader-slot hint never gives one holder's hold to another, and holds are
+    /// counted exactly: two holders (as two processes would be) interleaving shared
+    /// acquisitions and releases through one mapping, then a writer that must see
+    /// every reader gone.
+    #[test]
+    fn the_slot_hint_keeps_holders_and_counts_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("l");
+        std::fs::File::create(&p).unwrap();
+        SegLock::init(&p).unwrap();
+        let l = SegLock::open(&p).unwrap();
+        let me = Holder::me();
+        let other = Holder {
+            pid: me.pid,
+            start: me.start + 1,
+        };
+        let holds = |h: Holder| {
+            l.state()
+                .readers
+                .iter()
+                .filter(|(r, _)| *r == h)
+                .map(|(_, n)| *n)
+                .sum::<u32>()
+        };
+        l.acquire(me, false).unwrap();
+        l.acquire(other, false).unwrap();
+        l.acquire(me, false).unwrap();
+        assert_eq!((holds(me), holds(other)), (2, 1));
+        // The hint now names `other`'s slot; once it is free, `me` (still holding
+        // its own) must not take it.
+        l.acquire(other, false).unwrap();
+        l.release(other, false).unwrap();
+        l.release(other, false).unwrap();
+        l.acquire(me, false).unwrap();
+        assert_eq!((holds(me), holds(other)), (3, 0));
+        // One slot per holder: the free hinted slot was not taken for a second one.
+        let slots = l.state().readers.iter().filter(|(r, _)| *r == me).count();
+        assert_eq!(slots, 1);
+        assert_eq!(l.try_acquire(other, true).unwrap(), None, "readers remain");
+        for _ in 0..3 {
+            l.release(me, false).unwrap();
+        }
+        assert!(l.release(me, false).is_err(), "a hold released twice");
+        assert!(l.state().readers.is_empty());
+        assert!(l.try_acquire(other, true).unwrap().is_some());
     }
 }

@@ -109,6 +109,31 @@ pub fn remap(
     .map_err(|e| VasError::io("remap segment", path, e.into()))
 }
 
+/// The deliberately broken variant of the `resident` mechanism (tests only): replaces
+/// the mapping at `base` by a private, read-write copy of `fd`'s pages — a writable
+/// mapping of a segment the process may only read, which the security tests must catch.
+pub fn remap_private(
+    fd: &OwnedFd,
+    base: u64,
+    size: u64,
+    offset: u64,
+    path: &Path,
+) -> Result<(), VasError> {
+    // SAFETY: [base, base + size) is this segment's own mapping, replaced in place.
+    unsafe {
+        rustix::mm::mmap(
+            base as *mut std::ffi::c_void,
+            size as usize,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::FIXED,
+            fd.as_fd(),
+            offset,
+        )
+    }
+    .map(|_| ())
+    .map_err(|e| VasError::io("remap segment privately", path, e.into()))
+}
+
 impl Mapped {
     /// Sets the protection of the whole segment (no call if unchanged).
     pub fn protect(&mut self, prot: ProtFlags) -> Result<bool, VasError> {

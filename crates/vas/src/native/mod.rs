@@ -9,6 +9,13 @@
 //! the new one's. Linux has one page table per process, so the native switch changes
 //! protections rather than CR3 (the KVM guest, `pmlab-kvmguest`, switches CR3 for
 //! real); which mechanism ran is reported ([`Mechanism`]).
+//!
+//! Asked for explicitly, the `resident` mechanism changes no protection at all: every
+//! attached segment stays mapped with the rights the kernel granted at attach
+//! (read-only unless the process may write the segment file), and a switch only moves
+//! the active VAS and its locks. It gives up one thing — a switched-out segment stays
+//! reachable from the same process — which [`protect`]'s docs explain and every report
+//! names.
 
 mod attach;
 pub mod check;
@@ -51,8 +58,9 @@ pub fn default_dir() -> PathBuf {
 #[derive(Clone, Debug)]
 struct Handle {
     vid: VasId,
-    /// Segments and access, sorted by id (the lock order).
-    segs: Vec<(SegId, Access)>,
+    /// Segments and access, sorted by id (the lock order); shared so that a switch
+    /// takes a handle's list without copying it.
+    segs: std::sync::Arc<[(SegId, Access)]>,
     /// The PKRU value that opens exactly these segments (pkeys path).
     pkru: u32,
 }
@@ -85,6 +93,9 @@ pub struct NativeSpaces {
     next_private: u64,
     next_private_base: u64,
     counters: SwitchCounters,
+    /// The deliberately broken `resident` variant (tests only): read-only segments
+    /// get a private writable mapping.
+    broken_resident_writable: bool,
 }
 
 impl NativeSpaces {
@@ -110,7 +121,16 @@ impl NativeSpaces {
             next_private: 1,
             next_private_base: PRIVATE_LO,
             counters: SwitchCounters::default(),
+            broken_resident_writable: false,
         })
+    }
+
+    /// The deliberately broken variant of the `resident` mechanism, for the security
+    /// tests that must catch it: segments attached afterwards that the kernel let this
+    /// process only read are given a private, writable mapping instead of a read-only one.
+    #[doc(hidden)]
+    pub fn break_resident_rights_for_tests(&mut self) {
+        self.broken_resident_writable = true;
     }
 
     /// The registry.
@@ -129,7 +149,8 @@ impl NativeSpaces {
     }
 
     /// The address of segment `sid`'s first byte, if it is mapped in this process. It is
-    /// accessible only while a VAS holding it is switched in.
+    /// accessible only while a VAS holding it is switched in (on `resident`, from attach
+    /// to detach with the rights granted at attach).
     pub fn segment_base(&self, sid: SegId) -> Option<*mut u8> {
         self.mapped.get(&sid).map(|m| m.base as *mut u8)
     }
@@ -152,6 +173,11 @@ impl NativeSpaces {
             kind: "mapped segment",
             name: sid.to_string(),
         })?;
+        if self.mechanism == Mechanism::Resident {
+            // No switch changes its entries, so there is nothing to drop; read-around
+            // on first touch stays useful.
+            return Ok(());
+        }
         m.zap = zap;
         // Without read-around, a fault maps only the page touched, so the next switch
         // away has only those entries to drop.

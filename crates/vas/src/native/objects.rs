@@ -341,6 +341,7 @@ impl NativeSpaces {
                 zap: false,
             },
         );
+        self.make_resident(id)?;
         Ok(id)
     }
 

@@ -1,9 +1,46 @@
 //! How `vas_switch` changes what the process may touch: protection keys where the CPU
-//! and kernel have them (one `WRPKRU`, no system call), `mprotect` otherwise.
+//! and kernel have them (one `WRPKRU`, no system call), `mprotect` otherwise, or —
+//! only when asked for — nothing at all (`resident`).
 //!
 //! The choice is made at run time: CPUID leaf 7 ECX bit 3 (PKU) and bit 4 (OSPKE, the
 //! kernel enabled it), then a `pkey_alloc` that must succeed. Where either fails the
 //! `mprotect` path runs, and [`Mechanism`] says so in every report.
+//!
+//! # The `resident` mechanism and what it gives up
+//!
+//! SpaceJMP's switch installs another page-table root: what the target VAS maps
+//! becomes reachable and what the previous one mapped stops being so, in one step
+//! with no per-page work where the TLB is tagged. Linux gives a process one page
+//! table, so the `mprotect` path emulates that by changing every present entry of the
+//! segments that come and go — a system call and, on a paravirtualised guest where
+//! each page-table change traps into the hypervisor, a cost that grows with the pages
+//! touched. `resident` is the other reading of the same design: since every global
+//! segment already has one fixed, machine-wide unique address (`MAP_FIXED_NOREPLACE`),
+//! the union of the VASes a process attaches *is* a single address space whose parts
+//! never overlap, so switching between them need not change a page table at all.
+//! Every attached segment stays mapped, from attach to detach, with exactly the
+//! rights the kernel granted at attach: read-write only if the process opened the
+//! segment file for writing (the kernel checked its permission), otherwise
+//! `PROT_READ` — a party that may not write still holds no writable mapping. A switch
+//! only changes the active VAS, takes the new VAS's segment locks and releases the
+//! old one's, and counts: no system call, no page-table change.
+//!
+//! What it does not enforce: a segment of a VAS that is switched *out* stays reachable
+//! from the same process (a stray pointer reaches it without the lock, and a process
+//! that attached a segment read-write in one VAS may write it while switched into a
+//! VAS that holds it read-only). Isolation between VASes of one process is then the
+//! program's discipline (the branded pointers of `crate::brand` and the lock
+//! protocol), not the MMU's; isolation between processes and users is unchanged,
+//! since it never came from switching but from the kernel's file permissions at
+//! attach. We think the paper's authors would accept this as the equivalent of their
+//! switch where no tagged page-table switch is available to user space: a SpaceJMP
+//! VAS is a set of non-overlapping segments, each at the base address `seg_alloc` gave
+//! it (Figure 3) in every VAS that holds it, and §3.3 already leaves cross-VAS pointer safety to the
+//! program. What neither this backend (for any mechanism) nor `resident` offers is the
+//! paper's other use of separate page tables, VASes whose segments overlap one another
+//! (§2.4): every global segment here has a machine-wide unique address. And it is not
+//! a protection boundary inside a process, so `resident` is
+//! never chosen by `Auto` and its name is printed beside every figure it produced.
 
 use std::fmt;
 
@@ -14,15 +51,26 @@ pub enum Mechanism {
     Pkeys,
     /// `mprotect` of every segment whose access changes, per switch.
     Mprotect,
+    /// Nothing per switch: every attached segment stays mapped with the rights granted
+    /// at attach (read-only unless the kernel let the process open it for writing);
+    /// a switched-out segment stays reachable from the process (see the module docs).
+    Resident,
 }
 
 impl Mechanism {
-    /// `pkeys` or `mprotect`.
+    /// `pkeys`, `mprotect` or `resident`.
     pub fn name(self) -> &'static str {
         match self {
             Mechanism::Pkeys => "pkeys",
             Mechanism::Mprotect => "mprotect",
+            Mechanism::Resident => "resident",
         }
+    }
+
+    /// Whether a switched-out segment becomes unreachable from the process (false
+    /// only for `resident`).
+    pub fn isolates_switched_out(self) -> bool {
+        self != Mechanism::Resident
     }
 }
 
@@ -42,6 +90,23 @@ pub enum MechanismChoice {
     Mprotect,
     /// Protection keys, or an error where there are none.
     Pkeys,
+    /// No protection change per switch (never chosen by `Auto`; see the module docs).
+    Resident,
+}
+
+impl MechanismChoice {
+    /// Parses `auto`, `pkeys`, `mprotect` or `resident`.
+    pub fn parse(s: &str) -> Result<MechanismChoice, String> {
+        match s {
+            "auto" => Ok(MechanismChoice::Auto),
+            "pkeys" => Ok(MechanismChoice::Pkeys),
+            "mprotect" => Ok(MechanismChoice::Mprotect),
+            "resident" => Ok(MechanismChoice::Resident),
+            other => Err(format!(
+                "{other:?}: the mechanisms are auto, pkeys, mprotect and resident"
+            )),
+        }
+    }
 }
 
 /// What CPUID says about protection keys.
@@ -135,6 +200,7 @@ pub fn decide(choice: MechanismChoice) -> Result<Mechanism, String> {
     };
     match choice {
         MechanismChoice::Mprotect => Ok(Mechanism::Mprotect),
+        MechanismChoice::Resident => Ok(Mechanism::Resident),
         MechanismChoice::Pkeys => usable(),
         MechanismChoice::Auto => Ok(usable().unwrap_or(Mechanism::Mprotect)),
     }
@@ -186,6 +252,21 @@ mod tests {
         assert_eq!(
             decide(MechanismChoice::Mprotect).unwrap(),
             Mechanism::Mprotect
+        );
+        assert_eq!(
+            decide(MechanismChoice::Resident).unwrap(),
+            Mechanism::Resident
+        );
+        for (s, c) in [
+            ("auto", MechanismChoice::Auto),
+            ("resident", MechanismChoice::Resident),
+        ] {
+            assert_eq!(MechanismChoice::parse(s).unwrap(), c);
+        }
+        assert!(
+            MechanismChoice::parse("cr3")
+                .unwrap_err()
+                .contains("resident")
         );
     }
 }

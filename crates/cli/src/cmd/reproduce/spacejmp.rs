@@ -22,6 +22,10 @@ pub struct Args {
     /// Skip Figures 11 and 12.
     #[arg(long)]
     no_sam: bool,
+    /// Skip Figures 10a-c (Redis_JMP beside the real Redis, as `pmlab kv bench
+    /// --vs-redis` with every available switch mechanism; kv.json beside spacejmp.json).
+    #[arg(long)]
+    no_kv: bool,
 }
 
 /// Runs `pmlab reproduce spacejmp`.
@@ -56,6 +60,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     if !args.no_sam {
         crate::cmd::sam_bench::measure_and_write(&sam, &config.out_dir)?;
+    }
+    if !args.no_kv {
+        crate::cmd::kv_bench::reproduce(
+            args.common.quick,
+            args.common.seed,
+            &config.out_dir,
+            !config.progress,
+        )?;
     }
     Ok(())
 }
