@@ -15,7 +15,7 @@ fn toy(out: std::path::PathBuf) -> Config {
     c.latencies = vec![168];
     c.sds = vec![1, 16];
     c.readings = false;
-    c.serialized = false;
+    c.overlapped = false;
     c.crash = false;
     c.threads = 2;
     c.progress = false;

@@ -65,6 +65,12 @@ pub struct RunResult {
     pub committed_tx: u64,
     /// Line accesses the core made in the measured part.
     pub accesses: u64,
+    /// Of them, those that went to memory (measured part).
+    pub memory_reads: u64,
+    /// Cycles the core stalled on persistence in the measured part.
+    pub persist_stall_cycles: u64,
+    /// Data lines the protocol logged in the measured part.
+    pub log_lines: u64,
     /// Wall-clock seconds of the measured part.
     pub wall_s: f64,
     /// The protocol's counters over the whole run (warm-up included).
@@ -91,6 +97,18 @@ pub fn run(
     let mut mc = MachineConfig::loc(b.image.len() as u64);
     mc.device.read_ns = latency_ns;
     mc.device.write_ns = latency_ns;
+    run_on(b, hw, mc, warmup, txs, seed)
+}
+
+/// [`run`] on machine `mc` (LOC's Table I changed by the caller).
+pub fn run_on(
+    b: &Built,
+    hw: HwConfig,
+    mut mc: MachineConfig,
+    warmup: u64,
+    txs: u64,
+    seed: u64,
+) -> Result<RunResult, LocError> {
     // Table I has no TLB; the protocols' core translates nothing.
     mc.translation.tlb = None;
     let m = Machine::with_image(mc, b.image.to_vec())?;
@@ -101,7 +119,9 @@ pub fn run(
         w.run_tx(&mut p, &mut ops)?;
     }
     let c0 = p.memory().cycles();
-    let a0 = p.engine().map_or(0, |e| e.core().stats().accesses);
+    let before = p
+        .engine()
+        .map(|e| (e.core().stats().clone(), e.stats().log_lines));
     let t = Instant::now();
     for _ in 0..txs {
         w.run_tx(&mut p, &mut ops)?;
@@ -109,10 +129,15 @@ pub fn run(
     p.flush()?;
     let wall_s = t.elapsed().as_secs_f64();
     let e = p.engine().expect("a formatted protocol runs");
+    let (core0, log0) = before.expect("a formatted protocol runs");
+    let core = e.core().stats();
     Ok(RunResult {
         cycles: p.memory().cycles() - c0,
         committed_tx: txs,
-        accesses: e.core().stats().accesses - a0,
+        accesses: core.accesses - core0.accesses,
+        memory_reads: core.memory_reads - core0.memory_reads,
+        persist_stall_cycles: core.persist_stall_cycles - core0.persist_stall_cycles,
+        log_lines: e.stats().log_lines - log0,
         wall_s,
         stats: e.stats(),
     })
