@@ -111,7 +111,8 @@ pub fn run_on(
 ) -> Result<RunResult, LocError> {
     // Table I has no TLB; the protocols' core translates nothing.
     mc.translation.tlb = None;
-    let m = Machine::with_image(mc, b.image.to_vec())?;
+    let (image, spare) = buffers(&b.image);
+    let m = Machine::with_image_reusing(mc, image, spare)?;
     let mut p = HwProtocol::format(m, LOG, b.data, hw)?;
     let mut w = Workload::open(&mut p, b.kind, b.data)?;
     let mut ops = Ops::new(seed, &w, &b.params);
@@ -131,7 +132,7 @@ pub fn run_on(
     let e = p.engine().expect("a formatted protocol runs");
     let (core0, log0) = before.expect("a formatted protocol runs");
     let core = e.core().stats();
-    Ok(RunResult {
+    let result = RunResult {
         cycles: p.memory().cycles() - c0,
         committed_tx: txs,
         accesses: core.accesses - core0.accesses,
@@ -140,5 +141,38 @@ pub fn run_on(
         log_lines: e.stats().log_lines - log0,
         wall_s,
         stats: e.stats(),
+    };
+    give_back(p.into_memory());
+    Ok(result)
+}
+
+thread_local! {
+    /// Image buffers of this thread's finished runs, for the next run to reuse: a
+    /// run's machine holds two copies of memory (durable and current), tens of MB
+    /// each, and allocating them afresh for every run cost as much system time (page
+    /// faults) as the simulation itself.
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Two buffers for a machine over `image`: the image copied into a reused buffer (or a
+/// new one), and a spare for the current image.
+fn buffers(image: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        let mut first = s.pop().unwrap_or_default();
+        first.clear();
+        first.extend_from_slice(image);
+        (first, s.pop().unwrap_or_default())
     })
+}
+
+/// Keeps a finished machine's image buffers for this thread's next run.
+fn give_back(m: Machine) {
+    let (durable, current) = m.into_images();
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.clear();
+        s.push(durable);
+        s.push(current);
+    });
 }
