@@ -15,7 +15,7 @@ fn toy(out: std::path::PathBuf) -> Config {
     c.latencies = vec![168];
     c.sds = vec![1, 16];
     c.readings = false;
-    c.serialized = false;
+    c.overlapped = false;
     c.crash = false;
     c.threads = 2;
     c.progress = false;
@@ -56,4 +56,28 @@ fn the_json_holds_every_protocol_of_every_workload_and_is_deterministic() {
     }
     let b = run(b_dir.path());
     assert_eq!(a["runs"], b["runs"], "the same seed, the same cycles");
+}
+
+#[test]
+fn the_sensitivity_study_starts_from_the_reproductions_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = toy(dir.path().to_path_buf());
+    let s = loc::sensitivity::run(&config).expect("the study runs");
+    s.write(&config).expect("results written");
+    for f in ["sensitivity.csv", "profile.csv", "sensitivity.json"] {
+        assert!(dir.path().join(f).exists(), "{f} written");
+    }
+    let scenarios = s.json["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), loc::sensitivity::SCENARIOS.len());
+    let avg = |i: usize, p: &str| scenarios[i]["averages"][p].as_f64().unwrap();
+    // The study's first scenario is the reproduction itself: the same averages.
+    let repro = run(tempfile::tempdir().unwrap().path());
+    for p in ["S-WAL", "H-WAL", "EC-WAL", "LOC-WAL"] {
+        assert_eq!(Some(avg(0, p)), repro["averages"][p].as_f64(), "{p}");
+    }
+    // The looser reading orders less, so the strict protocols lose less to it.
+    assert_eq!(scenarios[1]["scenario"]["name"], "looser");
+    for p in ["S-WAL", "H-WAL", "EC-WAL"] {
+        assert!(avg(1, p) > avg(0, p), "{p}: {} vs {}", avg(1, p), avg(0, p));
+    }
 }

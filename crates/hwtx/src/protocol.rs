@@ -149,6 +149,19 @@ pub struct HwConfig {
     /// their windows' writes in any order, as before. Off by default: a commit's
     /// independent writes then overlap across the banks. The reproduction runs both.
     pub serial_persist: bool,
+    /// Strict WAL's in-place phase ordered too (paper 001 §II-B, Phases 3-4: "one phase
+    /// cannot be started before the previous phase is complete"; §I: "waiting for the
+    /// completeness of all memory writes within the transaction before a single write
+    /// for the next transaction can be performed"): once a transaction is persistent
+    /// in the log, its new data are written to their home locations and the next
+    /// transaction waits for them. Applies to S-WAL (a `clflush` of every home line and
+    /// an `mfence` after the in-place stores), H-WAL and EC-WAL (the hardware writes
+    /// the lines home and the next `TxBegin` waits). Off by default: the in-place
+    /// writes then reach memory as the cache evicts the lines or a checkpoint finds
+    /// them, as LOC's own in-place phase does (§IV-C, the ordinary dirty flag); the
+    /// paper does not say which its H-WAL does. LOC-WAL with SD above 1 and the Kiln
+    /// protocols are unchanged. The sensitivity study runs both.
+    pub ordered_in_place: bool,
 }
 
 impl HwConfig {
@@ -161,6 +174,7 @@ impl HwConfig {
             compute: ComputeModel::default(),
             faults: HwFaults::NONE,
             serial_persist: false,
+            ordered_in_place: false,
         }
     }
 
@@ -183,6 +197,7 @@ impl HwConfig {
         Some(WalConfig {
             faults,
             serial: self.serial_persist,
+            ordered_in_place: self.ordered_in_place,
             ..w
         })
     }
@@ -286,7 +301,8 @@ impl HwProtocol {
             HwKind::SWal => Box::new(
                 SWal::format(m, log.base, log.len, cfg.compute)
                     .map_err(e)?
-                    .with_serial(cfg.serial_persist),
+                    .with_serial(cfg.serial_persist)
+                    .with_ordered_in_place(cfg.ordered_in_place),
             ),
             HwKind::HWal | HwKind::EcWal | HwKind::LocWal => {
                 let w = cfg.wal().expect("a WAL protocol");

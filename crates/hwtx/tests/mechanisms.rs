@@ -13,8 +13,14 @@ const DATA: Area = Area::new(3 << 20, 64 * 1024);
 const X: u64 = DATA.base;
 
 fn protocol(kind: HwKind, sd: u32, machine: MachineConfig) -> HwProtocol {
+    protocol_with(kind, sd, machine, false)
+}
+
+/// [`protocol`], with strict WAL's in-place phase ordered or not.
+fn protocol_with(kind: HwKind, sd: u32, machine: MachineConfig, ordered: bool) -> HwProtocol {
     let cfg = HwConfig {
         sd,
+        ordered_in_place: ordered,
         compute: ComputeModel {
             per_access: 0,
             per_tx: 0,
@@ -156,4 +162,53 @@ fn s_wal_flushes_and_fences_in_software() {
     assert_eq!(s.clflushes, 3 + 1);
     assert_eq!(s.barriers, 2 + 1);
     assert_eq!(p.durable(), 1);
+}
+
+/// The durable (crash) image's word at `addr`, without recovery.
+fn durable_word(p: &HwProtocol, addr: u64) -> u64 {
+    let img = p.memory().crash();
+    let a = addr as usize;
+    u64::from_le_bytes(img[a..a + 8].try_into().unwrap())
+}
+
+#[test]
+fn h_wal_with_ordered_in_place_writes_home_before_the_next_transaction() {
+    let mut p = protocol_with(HwKind::HWal, 1, loc(), true);
+    let (_, _, commit) = one_store(&mut p, 5);
+    // As above (gather, the log group, the commit record), then the in-place write of
+    // the line (its bank idle by then), waited for.
+    assert_eq!(commit, 1 + 1 + 168 + 168 + 168);
+    assert_eq!(durable_word(&p, X), 5, "home holds the new value");
+    // Without the ordered in-place phase the line stays dirty in the cache.
+    let mut lazy = protocol(HwKind::HWal, 1, loc());
+    let (_, _, commit) = one_store(&mut lazy, 5);
+    assert_eq!(commit, 1 + 1 + 168 + 168);
+    assert_eq!(durable_word(&lazy, X), 0, "home not yet written");
+}
+
+#[test]
+fn ec_wal_with_ordered_in_place_waits_for_the_log_then_home() {
+    let mut p = protocol_with(HwKind::EcWal, 1, loc(), true);
+    let (_, _, commit) = one_store(&mut p, 5);
+    assert_eq!(commit, 1, "Eager Commit: no wait at TxCommit");
+    let t = cycles(&p);
+    p.begin().unwrap();
+    assert_eq!(
+        cycles(&p) - t,
+        1 + 168 + 168,
+        "the log group, then the home write"
+    );
+    assert_eq!(durable_word(&p, X), 5);
+    p.abort().unwrap();
+}
+
+#[test]
+fn s_wal_with_ordered_in_place_flushes_home_lines() {
+    let mut p = protocol_with(HwKind::SWal, 1, loc(), true);
+    one_store(&mut p, 5);
+    let s = p.engine().unwrap().stats();
+    // As without, plus one `clflush` of the home line and one `mfence`.
+    assert_eq!(s.clflushes, 3 + 1 + 1);
+    assert_eq!(s.barriers, 2 + 1 + 1);
+    assert_eq!(durable_word(&p, X), 5);
 }

@@ -58,6 +58,11 @@ impl DurableState {
         &self.image
     }
 
+    /// Gives up the durable bytes (pending write-backs dropped).
+    pub fn into_image(self) -> Vec<u8> {
+        self.image
+    }
+
     /// Write-backs issued but not yet fenced, oldest first.
     pub fn pending(&self) -> &[PendingFlush] {
         &self.pending

@@ -70,6 +70,21 @@ fn eager_commit_survives_every_crash_with_word_blocks() {
 }
 
 #[test]
+fn the_strict_reading_survives_every_crash() {
+    // Serialized persistent writes and an ordered in-place phase (the reproduction's
+    // default for the strict protocols): more ordering points, the same recovery.
+    let strict: Vec<HwConfig> = [HwKind::SWal, HwKind::HWal, HwKind::EcWal, HwKind::Kiln]
+        .into_iter()
+        .map(|k| HwConfig {
+            serial_persist: true,
+            ordered_in_place: true,
+            ..protocol(k, Reading::Line)
+        })
+        .collect();
+    explore_all(&strict, &[Kind::Sps, Kind::HashTable, Kind::BpTree]);
+}
+
+#[test]
 fn every_broken_variant_is_caught() {
     for (name, faults, kinds) in broken_variants() {
         for kind in kinds {

@@ -22,6 +22,8 @@ pub struct CrashRow {
     pub protocol: &'static str,
     /// What a block-group block is.
     pub reading: &'static str,
+    /// Under the strict reading (serialized writes, ordered in-place phase).
+    pub strict: bool,
     /// Transactions explored.
     pub txs: u64,
     /// Crash points.
@@ -69,6 +71,7 @@ fn row(wl: Kind, hw: &HwConfig, r: &Report) -> CrashRow {
         workload: paper::workload_name(wl),
         protocol: hw.kind.label(),
         reading: hw.reading.name(),
+        strict: hw.serial_persist && hw.ordered_in_place,
         txs: r.txs,
         points: r.points,
         images: r.images,
@@ -92,6 +95,14 @@ fn protocols() -> Vec<HwConfig> {
         v.push(HwConfig {
             sd: 4,
             reading: Reading::Word,
+            ..HwConfig::new(k)
+        });
+    }
+    // The reproduction's strict reading (serialized writes, ordered in-place phase).
+    for k in [HwKind::SWal, HwKind::HWal, HwKind::EcWal, HwKind::Kiln] {
+        v.push(HwConfig {
+            serial_persist: true,
+            ordered_in_place: true,
             ..HwConfig::new(k)
         });
     }

@@ -22,6 +22,7 @@ pub mod paper;
 mod plan;
 mod report;
 pub mod run;
+pub mod sensitivity;
 
 use std::path::PathBuf;
 
@@ -75,9 +76,9 @@ pub struct Config {
     pub sds: Vec<u32>,
     /// Run EC-WAL and LOC-WAL (and H-WAL) with 8-byte blocks too.
     pub readings: bool,
-    /// Run the strict protocols with their persistent writes serialized too
-    /// (`HwConfig::serial_persist`).
-    pub serialized: bool,
+    /// Run the strict protocols under the looser reading too: persistent writes
+    /// overlapped across the banks, in-place writes left to the cache (`Key::strict`).
+    pub overlapped: bool,
     /// Crash-explore every workload under every protocol (and the broken variants).
     pub crash: bool,
     /// Seed of the operation streams (xoshiro256++).
@@ -118,7 +119,7 @@ impl Config {
             latencies: paper::LATENCIES.to_vec(),
             sds: paper::SDS.to_vec(),
             readings: true,
-            serialized: true,
+            overlapped: true,
             crash: true,
             seed: 1,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -65,6 +65,12 @@ pub struct RunResult {
     pub committed_tx: u64,
     /// Line accesses the core made in the measured part.
     pub accesses: u64,
+    /// Of them, those that went to memory (measured part).
+    pub memory_reads: u64,
+    /// Cycles the core stalled on persistence in the measured part.
+    pub persist_stall_cycles: u64,
+    /// Data lines the protocol logged in the measured part.
+    pub log_lines: u64,
     /// Wall-clock seconds of the measured part.
     pub wall_s: f64,
     /// The protocol's counters over the whole run (warm-up included).
@@ -91,9 +97,22 @@ pub fn run(
     let mut mc = MachineConfig::loc(b.image.len() as u64);
     mc.device.read_ns = latency_ns;
     mc.device.write_ns = latency_ns;
+    run_on(b, hw, mc, warmup, txs, seed)
+}
+
+/// [`run`] on machine `mc` (LOC's Table I changed by the caller).
+pub fn run_on(
+    b: &Built,
+    hw: HwConfig,
+    mut mc: MachineConfig,
+    warmup: u64,
+    txs: u64,
+    seed: u64,
+) -> Result<RunResult, LocError> {
     // Table I has no TLB; the protocols' core translates nothing.
     mc.translation.tlb = None;
-    let m = Machine::with_image(mc, b.image.to_vec())?;
+    let (image, spare) = buffers(&b.image);
+    let m = Machine::with_image_reusing(mc, image, spare)?;
     let mut p = HwProtocol::format(m, LOG, b.data, hw)?;
     let mut w = Workload::open(&mut p, b.kind, b.data)?;
     let mut ops = Ops::new(seed, &w, &b.params);
@@ -101,7 +120,9 @@ pub fn run(
         w.run_tx(&mut p, &mut ops)?;
     }
     let c0 = p.memory().cycles();
-    let a0 = p.engine().map_or(0, |e| e.core().stats().accesses);
+    let before = p
+        .engine()
+        .map(|e| (e.core().stats().clone(), e.stats().log_lines));
     let t = Instant::now();
     for _ in 0..txs {
         w.run_tx(&mut p, &mut ops)?;
@@ -109,11 +130,49 @@ pub fn run(
     p.flush()?;
     let wall_s = t.elapsed().as_secs_f64();
     let e = p.engine().expect("a formatted protocol runs");
-    Ok(RunResult {
+    let (core0, log0) = before.expect("a formatted protocol runs");
+    let core = e.core().stats();
+    let result = RunResult {
         cycles: p.memory().cycles() - c0,
         committed_tx: txs,
-        accesses: e.core().stats().accesses - a0,
+        accesses: core.accesses - core0.accesses,
+        memory_reads: core.memory_reads - core0.memory_reads,
+        persist_stall_cycles: core.persist_stall_cycles - core0.persist_stall_cycles,
+        log_lines: e.stats().log_lines - log0,
         wall_s,
         stats: e.stats(),
+    };
+    give_back(p.into_memory());
+    Ok(result)
+}
+
+thread_local! {
+    /// Image buffers of this thread's finished runs, for the next run to reuse: a
+    /// run's machine holds two copies of memory (durable and current), tens of MB
+    /// each, and allocating them afresh for every run cost as much system time (page
+    /// faults) as the simulation itself.
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Two buffers for a machine over `image`: the image copied into a reused buffer (or a
+/// new one), and a spare for the current image.
+fn buffers(image: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        let mut first = s.pop().unwrap_or_default();
+        first.clear();
+        first.extend_from_slice(image);
+        (first, s.pop().unwrap_or_default())
     })
+}
+
+/// Keeps a finished machine's image buffers for this thread's next run.
+fn give_back(m: Machine) {
+    let (durable, current) = m.into_images();
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.clear();
+        s.push(durable);
+        s.push(current);
+    });
 }

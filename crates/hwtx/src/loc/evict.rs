@@ -75,8 +75,8 @@ impl HwWal {
         self.write_home_at(line, tx, data, now);
     }
 
-    /// [`HwWal::write_home`], issued at cycle `at`.
-    pub(super) fn write_home_at(&mut self, line: u64, tx: u64, data: &[u8; 64], at: u64) {
+    /// [`HwWal::write_home`], issued at cycle `at`; returns the write's completion.
+    pub(super) fn write_home_at(&mut self, line: u64, tx: u64, data: &[u8; 64], at: u64) -> u64 {
         let done = self.core.m.port_write(at, line * LINE, data);
         self.stats.home_writes += 1;
         let stale: Vec<(u64, u64)> = self
@@ -94,5 +94,6 @@ impl HwWal {
         {
             t.home_done = t.home_done.max(done);
         }
+        done
     }
 }

@@ -72,6 +72,10 @@ pub struct WalConfig {
     /// [`crate::HwConfig::serial_persist`]); speculation windows of more than one
     /// transaction are never serialized.
     pub serial: bool,
+    /// With a speculation degree of 1 (H-WAL, EC-WAL), a persistent transaction's lines
+    /// are written home at once and the next transaction waits for them (see
+    /// [`crate::HwConfig::ordered_in_place`]).
+    pub ordered_in_place: bool,
 }
 
 impl WalConfig {
@@ -83,6 +87,7 @@ impl WalConfig {
             reading,
             faults: RecoveryFaults::default(),
             serial: false,
+            ordered_in_place: false,
         }
     }
 

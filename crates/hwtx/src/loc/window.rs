@@ -202,7 +202,8 @@ impl HwWal {
         }
         let mut lines: Vec<(u64, u64)> = newest.into_iter().collect();
         lines.sort_unstable();
-        for (line, hw) in lines {
+        let mut home_done = self.core.m.cycles();
+        for &(line, hw) in &lines {
             let superseded: Vec<(u64, u64)> = self
                 .owed
                 .range((line, 0)..(line, hw))
@@ -214,7 +215,7 @@ impl HwWal {
             if let Some(data) = self.owed.remove(&(line, hw)) {
                 let now = self.core.m.cycles();
                 let ready = self.core.m.port_read(now, self.log_line_of(line));
-                self.write_home_at(line, hw, &data, ready);
+                home_done = home_done.max(self.write_home_at(line, hw, &data, ready));
             }
         }
         self.window = Window {
@@ -222,7 +223,37 @@ impl HwWal {
             first_seq: next_seq,
             ..Window::default()
         };
+        if self.cfg.ordered_in_place && self.cfg.sd == 1 {
+            self.order_in_place(&lines, home_done);
+        }
         Ok(())
+    }
+
+    /// Strict WAL's in-place phase (see [`crate::HwConfig::ordered_in_place`]): writes
+    /// home every line of the persistent transaction still dirty in the cache (one
+    /// after another when persistence is serialized) and waits for them and for the
+    /// home writes of its evicted lines (complete by `home_done`).
+    fn order_in_place(&mut self, lines: &[(u64, u64)], home_done: u64) {
+        let mut done = home_done;
+        for &(line, hw) in lines {
+            let Some(w) = self.core.h.newest(line) else {
+                continue;
+            };
+            let m = *self.core.h.meta(w);
+            if m.tx != hw || !m.dirty || m.txdirty {
+                continue;
+            }
+            let data = self.core.line_data(line);
+            let at = if self.cfg.serial {
+                done
+            } else {
+                self.core.m.cycles()
+            };
+            done = done.max(self.write_home_at(line, hw, &data, at));
+            self.core.h.meta_mut(w).dirty = false;
+        }
+        self.core.persist_wait(done);
+        self.stats.barriers += 1;
     }
 
     /// An address in the log to charge the read of a block of `line` to: the log's

@@ -64,6 +64,9 @@ pub struct SWal {
     flushed_until: u64,
     /// `clflush` waits for its write-back (see [`crate::HwConfig::serial_persist`]).
     serial: bool,
+    /// The in-place stores are flushed and fenced at commit (see
+    /// [`crate::HwConfig::ordered_in_place`]).
+    ordered_in_place: bool,
     stats: EngineStats,
 }
 
@@ -105,6 +108,7 @@ impl SWal {
             logged: VecDeque::new(),
             flushed_until: 0,
             serial: false,
+            ordered_in_place: false,
             stats: EngineStats::default(),
         })
     }
@@ -112,6 +116,13 @@ impl SWal {
     /// `clflush` waits for its own write-back (see [`crate::HwConfig::serial_persist`]).
     pub fn with_serial(mut self, on: bool) -> SWal {
         self.serial = on;
+        self
+    }
+
+    /// The in-place stores are flushed and fenced at commit (see
+    /// [`crate::HwConfig::ordered_in_place`]).
+    pub fn with_ordered_in_place(mut self, on: bool) -> SWal {
+        self.ordered_in_place = on;
         self
     }
 
@@ -392,6 +403,12 @@ impl Engine for SWal {
             self.write_set_access();
             let b = a.set[&line];
             self.store(line * LINE, &b)?;
+        }
+        if self.ordered_in_place {
+            for &line in &a.lines {
+                self.clflush(line);
+            }
+            self.mfence();
         }
         let first_seq = a.groups.first().map_or(self.next_seq, |g| g.0);
         self.logged.push_back(Logged {

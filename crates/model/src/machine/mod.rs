@@ -148,6 +148,18 @@ impl Machine {
     /// A machine that boots with `image` as its memory contents (both durable and
     /// current; caches and TLB cold) — e.g. the image a crash left, for recovery.
     pub fn with_image(config: MachineConfig, image: Vec<u8>) -> Result<Self, ConfigError> {
+        Self::with_image_reusing(config, image, Vec::new())
+    }
+
+    /// [`Machine::with_image`], keeping the current image in `spare`, a buffer given
+    /// back by [`Machine::into_images`]: a run after run then allocates, and faults in,
+    /// no new memory for its images (which dominated the system time of many short
+    /// runs over large memories). The same machine as [`Machine::with_image`] makes.
+    pub fn with_image_reusing(
+        config: MachineConfig,
+        image: Vec<u8>,
+        spare: Vec<u8>,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         let frames = config.memory_size / config.translation.page_size.bytes();
         let pages: Box<dyn PageTables> = if config.translation.identity {
@@ -163,7 +175,13 @@ impl Machine {
         } else {
             Box::new(dinero_hierarchy(&config.caches, config.cache_seed)?)
         };
-        Self::with_parts(config, image, caches, pages)
+        Self::with_parts_spare(config, image, spare, caches, pages)
+    }
+
+    /// The durable and the current image, giving the machine up (buffers for
+    /// [`Machine::with_image_reusing`]).
+    pub fn into_images(self) -> (Vec<u8>, Vec<u8>) {
+        (self.durable.into_image(), self.current)
     }
 
     /// A machine built around another cache hierarchy (e.g. `pmlab-cache`'s) and other
@@ -172,6 +190,16 @@ impl Machine {
     pub fn with_parts(
         config: MachineConfig,
         image: Vec<u8>,
+        caches: Box<dyn CacheLevels>,
+        pages: Box<dyn PageTables>,
+    ) -> Result<Self, ConfigError> {
+        Self::with_parts_spare(config, image, Vec::new(), caches, pages)
+    }
+
+    fn with_parts_spare(
+        config: MachineConfig,
+        image: Vec<u8>,
+        spare: Vec<u8>,
         caches: Box<dyn CacheLevels>,
         pages: Box<dyn PageTables>,
     ) -> Result<Self, ConfigError> {
@@ -222,7 +250,12 @@ impl Machine {
             pages,
             caches,
             device: Device::new(config.device.clone(), config.memory_size),
-            current: image.clone(),
+            current: {
+                let mut current = spare;
+                current.clear();
+                current.extend_from_slice(&image);
+                current
+            },
             durable: DurableState::new(image),
             dirty: LineSet::new(config.memory_size.div_ceil(LINE)),
             outstanding_until: 0,

@@ -1,0 +1,431 @@
+//! Why the averages differ from the paper's: the strict protocols (S-WAL, H-WAL,
+//! EC-WAL) and LOC-WAL against the baseline under changes of one factor at a time —
+//! the compute charged per access, the working set, the memory's banks, and two
+//! readings of the strict protocols the paper leaves open (whether their persistent
+//! writes overlap across banks, and whether their in-place phase is ordered before the
+//! next transaction) — with each workload's transaction profile (line accesses,
+//! memory reads, lines logged per transaction).
+//!
+//! Every scenario runs the same seeded operations as the reproduction (xoshiro256++
+//! from the run's seed); only the scenario's factor differs from the defaults.
+
+use pmlab_hwtx::{ComputeModel, HwConfig, HwKind};
+use pmlab_model::MachineConfig;
+use pmlab_report::{Table, write_json};
+use pmlab_workloads::Kind;
+use serde_json::{Value, json};
+
+use super::plan::{bar, build_all, parallel};
+use super::run::{self, Built, RunResult};
+use super::{Config, LocError, paper};
+
+/// One variation of the defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Scenario {
+    /// Short name (table rows, CSV, JSON).
+    pub name: &'static str,
+    /// What changed.
+    pub what: &'static str,
+    /// The workload's computation.
+    pub compute: ComputeModel,
+    /// Elements divided by this (1: the reproduction's sizes, beyond the LLC).
+    pub shrink: u64,
+    /// Memory banks.
+    pub banks: u64,
+    /// `HwConfig::serial_persist`.
+    pub serial: bool,
+    /// `HwConfig::ordered_in_place`.
+    pub ordered_in_place: bool,
+}
+
+const DEFAULT: Scenario = Scenario {
+    name: "default",
+    what: "the reproduction's defaults (the strict protocols under strict ordering)",
+    compute: ComputeModel {
+        per_access: 4,
+        per_tx: 20,
+    },
+    shrink: 1,
+    banks: 8,
+    serial: true,
+    ordered_in_place: true,
+};
+
+/// The scenarios, the defaults first.
+pub const SCENARIOS: [Scenario; 8] = [
+    DEFAULT,
+    Scenario {
+        name: "looser",
+        what: "strict protocols: writes overlapped across banks, in-place writes left to the cache",
+        serial: false,
+        ordered_in_place: false,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "serialized-only",
+        what: "strict protocols: one persistent write in flight, in-place writes left to the cache",
+        ordered_in_place: false,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "ordered-only",
+        what: "strict protocols: writes overlapped, in-place phase before the next transaction",
+        serial: false,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "no-compute",
+        what: "no computation charged (0 per access, 0 per transaction)",
+        compute: ComputeModel {
+            per_access: 0,
+            per_tx: 0,
+        },
+        ..DEFAULT
+    },
+    Scenario {
+        name: "compute-x4",
+        what: "four times the computation (16 per access, 80 per transaction)",
+        compute: ComputeModel {
+            per_access: 16,
+            per_tx: 80,
+        },
+        ..DEFAULT
+    },
+    Scenario {
+        name: "in-llc",
+        what: "working sets 1/64 of the default, inside the 1 MiB LLC",
+        shrink: 64,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "one-bank",
+        what: "memory of one bank (every access queues behind the last; LOC's windows too)",
+        banks: 1,
+        ..DEFAULT
+    },
+];
+
+/// The protocols compared (LOC-WAL at SD 16), after the baseline.
+const PROTOCOLS: [HwKind; 4] = [HwKind::SWal, HwKind::HWal, HwKind::EcWal, HwKind::LocWal];
+
+/// The workloads whose transactions are dominated by reads of whole 4 KiB nodes.
+fn node_reading(w: Kind) -> bool {
+    matches!(w, Kind::BpTree | Kind::Db)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    scenario: usize,
+    workload: Kind,
+    kind: HwKind,
+}
+
+impl Job {
+    fn hw(&self) -> HwConfig {
+        let s = &SCENARIOS[self.scenario];
+        HwConfig {
+            sd: if self.kind == HwKind::LocWal { 16 } else { 1 },
+            compute: s.compute,
+            serial_persist: s.serial,
+            ordered_in_place: s.ordered_in_place,
+            ..HwConfig::new(self.kind)
+        }
+    }
+}
+
+/// What the study measured.
+#[derive(Debug)]
+pub struct Sensitivity {
+    /// Human tables, in order, with their CSV names.
+    pub tables: Vec<(String, Table)>,
+    /// `sensitivity.json`.
+    pub json: Value,
+}
+
+/// Runs every scenario (workloads built at each size once).
+pub fn run(config: &Config) -> Result<Sensitivity, LocError> {
+    let t = std::time::Instant::now();
+    let load_before = super::report::load_average();
+    let full = build_all(config)?;
+    let small = build_all(&Config {
+        elements: config
+            .elements
+            .iter()
+            .map(|&(k, n)| (k, (n / 64).max(64)))
+            .collect(),
+        ..config.clone()
+    })?;
+    let mut jobs = Vec::new();
+    for scenario in 0..SCENARIOS.len() {
+        for &(workload, _) in paper::WORKLOADS.iter() {
+            for kind in std::iter::once(HwKind::Baseline).chain(PROTOCOLS) {
+                jobs.push(Job {
+                    scenario,
+                    workload,
+                    kind,
+                });
+            }
+        }
+    }
+    let pb = bar(config, jobs.len(), "sensitivity");
+    let label = |j: &Job| {
+        format!(
+            "{} {} {}",
+            SCENARIOS[j.scenario].name,
+            paper::workload_name(j.workload),
+            j.kind.label()
+        )
+    };
+    let results = parallel(config, &jobs, &pb, label, |j| {
+        let s = &SCENARIOS[j.scenario];
+        let built = if s.shrink > 1 { &small } else { &full };
+        let b = built
+            .iter()
+            .find(|b| b.kind == j.workload)
+            .expect("every workload was built");
+        let mut mc = MachineConfig::loc(b.image.len() as u64);
+        mc.device.banks = s.banks;
+        run::run_on(b, j.hw(), mc, config.warmup, config.txs, config.seed)
+    })?;
+    let m = Results { jobs, results };
+    let wall = t.elapsed().as_secs_f64();
+    Ok(m.report(config, &full, &small, wall, load_before))
+}
+
+struct Results {
+    jobs: Vec<Job>,
+    results: Vec<RunResult>,
+}
+
+fn f3(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.3}")
+    } else {
+        "-".into()
+    }
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = xs.collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+impl Results {
+    fn get(&self, scenario: usize, workload: Kind, kind: HwKind) -> &RunResult {
+        let i = self
+            .jobs
+            .iter()
+            .position(|j| j.scenario == scenario && j.workload == workload && j.kind == kind)
+            .expect("every job ran");
+        &self.results[i]
+    }
+
+    fn norm(&self, scenario: usize, workload: Kind, kind: HwKind) -> f64 {
+        self.get(scenario, workload, kind).throughput()
+            / self.get(scenario, workload, HwKind::Baseline).throughput()
+    }
+
+    /// The average over the workloads `keep` selects.
+    fn avg(&self, scenario: usize, kind: HwKind, keep: impl Fn(Kind) -> bool) -> f64 {
+        mean(
+            paper::WORKLOADS
+                .iter()
+                .filter(|(w, _)| keep(*w))
+                .map(|&(w, _)| self.norm(scenario, w, kind)),
+        )
+    }
+
+    fn report(
+        &self,
+        config: &Config,
+        full: &[Built],
+        small: &[Built],
+        wall_s: f64,
+        load: Option<f64>,
+    ) -> Sensitivity {
+        let (averages, scenarios_json) = self.averages_table();
+        let (profile, profile_json) = self.profile_table(full, small);
+        let mut by_workload = self.by_workload_table();
+        by_workload.note(format!(
+            "{} measured transactions per run after {} warm-up, seed {}; {:.1} s of wall clock on {} threads; load average before it: {}",
+            config.txs,
+            config.warmup,
+            config.seed,
+            wall_s,
+            config.threads,
+            load.map_or("-".into(), |l| format!("{l:.2}"))
+        ));
+        let json = json!({
+            "seed": config.seed,
+            "warmup_tx": config.warmup,
+            "measured_tx": config.txs,
+            "wall_s": wall_s,
+            "load_average_before": load,
+            "paper_averages": {"S-WAL": 0.316, "H-WAL": 0.331, "EC-WAL / H-WAL": 1.064, "LOC-WAL": 0.651},
+            "scenarios": scenarios_json,
+            "profile": profile_json,
+        });
+        Sensitivity {
+            tables: vec![
+                ("sensitivity.csv".into(), averages),
+                ("sensitivity_hwal.csv".into(), by_workload),
+                ("profile.csv".into(), profile),
+            ],
+            json,
+        }
+    }
+
+    fn averages_table(&self) -> (Table, Value) {
+        let mut t = Table::new(
+            "Why the averages differ: average normalized throughput with one factor changed at a time",
+            &[
+                "scenario",
+                "S-WAL",
+                "H-WAL",
+                "EC-WAL",
+                "LOC-WAL",
+                "EC/H",
+                "LOC/H",
+                "H-WAL 4 small-tx",
+                "LOC-WAL 4 small-tx",
+                "H-WAL B+Tree,SQLite",
+            ],
+        );
+        let mut out = Vec::new();
+        for (i, s) in SCENARIOS.iter().enumerate() {
+            let a: Vec<f64> = PROTOCOLS
+                .iter()
+                .map(|&k| self.avg(i, k, |_| true))
+                .collect();
+            let small = self.avg(i, HwKind::HWal, |w| !node_reading(w));
+            let loc_small = self.avg(i, HwKind::LocWal, |w| !node_reading(w));
+            let nodes = self.avg(i, HwKind::HWal, node_reading);
+            let mut row = vec![s.name.to_string()];
+            row.extend(a.iter().map(|&x| f3(x)));
+            row.extend([
+                f3(a[2] / a[1]),
+                f3(a[3] / a[1]),
+                f3(small),
+                f3(loc_small),
+                f3(nodes),
+            ]);
+            t.row(row);
+            out.push(json!({
+                "scenario": s,
+                "averages": {"S-WAL": a[0], "H-WAL": a[1], "EC-WAL": a[2], "LOC-WAL": a[3]},
+                "ec_over_h": a[2] / a[1],
+                "loc_over_h": a[3] / a[1],
+                "hwal_average_small_tx": small,
+                "locwal_average_small_tx": loc_small,
+                "hwal_average_node_reading": nodes,
+            }));
+        }
+        t.row(
+            [
+                "paper", "0.316", "0.331", "-", "0.651", "1.064", "1.967", "-", "-", "-",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        for s in &SCENARIOS {
+            t.note(format!("{}: {}", s.name, s.what));
+        }
+        t.note("4 small-tx: Hash, RBTree, SPS, SDG; B+Tree and SQLite read whole 4 KiB nodes");
+        (t, Value::Array(out))
+    }
+
+    fn by_workload_table(&self) -> Table {
+        let mut header = vec!["scenario"];
+        header.extend(paper::WORKLOADS.iter().map(|w| w.1));
+        let mut t = Table::new(
+            "H-WAL's normalized throughput by workload and scenario",
+            &header,
+        );
+        for (i, s) in SCENARIOS.iter().enumerate() {
+            let mut row = vec![s.name.to_string()];
+            row.extend(
+                paper::WORKLOADS
+                    .iter()
+                    .map(|&(w, _)| f3(self.norm(i, w, HwKind::HWal))),
+            );
+            t.row(row);
+        }
+        t
+    }
+
+    /// Per workload under the defaults (and the LLC-sized working set): what one
+    /// transaction does and costs.
+    fn profile_table(&self, full: &[Built], small: &[Built]) -> (Table, Value) {
+        let mut t = Table::new(
+            "Transaction profile under the defaults (per measured transaction)",
+            &[
+                "workload",
+                "footprint MB",
+                "base cycles",
+                "line accesses",
+                "memory reads",
+                "H-WAL lines logged",
+                "H-WAL persist stall",
+                "H-WAL extra cycles",
+                "in-LLC base cycles",
+            ],
+        );
+        let in_llc = SCENARIOS
+            .iter()
+            .position(|s| s.shrink > 1)
+            .expect("an in-LLC scenario");
+        let mut out = Vec::new();
+        for &(w, name) in paper::WORKLOADS.iter() {
+            let b = self.get(0, w, HwKind::Baseline);
+            let h = self.get(0, w, HwKind::HWal);
+            let per = |x: u64, r: &RunResult| x as f64 / r.committed_tx.max(1) as f64;
+            let fp = |v: &[Built]| v.iter().find(|b| b.kind == w).map_or(0, |b| b.footprint);
+            let small_base = self.get(in_llc, w, HwKind::Baseline);
+            let row = [
+                per(b.cycles, b),
+                per(b.accesses, b),
+                per(b.memory_reads, b),
+                per(h.log_lines, h),
+                per(h.persist_stall_cycles, h),
+                per(h.cycles, h) - per(b.cycles, b),
+                per(small_base.cycles, small_base),
+            ];
+            let mut cells = vec![name.to_string(), format!("{:.1}", fp(full) as f64 / 1e6)];
+            cells.extend(row.iter().map(|x| format!("{x:.1}")));
+            t.row(cells);
+            out.push(json!({
+                "workload": name,
+                "footprint_bytes": fp(full),
+                "in_llc_footprint_bytes": fp(small),
+                "base_cycles_per_tx": row[0],
+                "line_accesses_per_tx": row[1],
+                "memory_reads_per_tx": row[2],
+                "hwal_lines_logged_per_tx": row[3],
+                "hwal_persist_stall_per_tx": row[4],
+                "hwal_extra_cycles_per_tx": row[5],
+                "in_llc_base_cycles_per_tx": row[6],
+            }));
+        }
+        (t, Value::Array(out))
+    }
+}
+
+impl Sensitivity {
+    /// Writes the tables (CSV) and `sensitivity.json` under `config.out_dir`.
+    pub fn write(&self, config: &Config) -> Result<(), LocError> {
+        for (name, t) in &self.tables {
+            t.write_csv(&config.out_dir.join(name))?;
+        }
+        write_json(&config.out_dir.join("sensitivity.json"), &self.json)?;
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Sensitivity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (_, t) in &self.tables {
+            writeln!(f, "{t}")?;
+        }
+        Ok(())
+    }
+}
