@@ -18,6 +18,7 @@ pmlab-model fuzz_config
 pmlab-fscheck fuzz_volume
 pmlab-fs proto_fuzz
 pmlab-tx decoders
+pmlab-samjmp fuzz
 "
 echo "$suites" | while read -r package suite; do
   [ -n "$package" ] || continue

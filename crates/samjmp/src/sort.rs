@@ -8,14 +8,17 @@
 
 use std::cmp::Ordering;
 
+use crate::access::Entry;
 use crate::arena::{Addressing, Arena};
+use crate::crash::{Broken, broken};
 use crate::error::SamError;
 use crate::layout::{Rec, Ref};
+use crate::publish::Slot;
 
 /// The coordinate key of a record (`nref` stands for unmapped).
 fn coord_key(c: &Rec, nref: u64) -> u128 {
     let tid = if c.tid < 0 { nref } else { c.tid as u64 };
-    let pos = ((c.pos + 1) as u64) << 1 | u64::from(c.flag & 0x10 != 0);
+    let pos = ((c.pos.wrapping_add(1)) as u64) << 1 | u64::from(c.flag & 0x10 != 0);
     (u128::from(tid) << 64) | u128::from(pos)
 }
 
@@ -74,40 +77,49 @@ pub fn strnum_cmp(a: &[u8], b: &[u8]) -> Ordering {
     (i < a.len()).cmp(&(j < b.len()))
 }
 
-/// Sorts the records (by name if `by_name`, else by coordinate) and publishes the
-/// new order in the root; the previous order stays valid until then.
-pub fn sort<A: Addressing>(arena: &mut Arena<A>, by_name: bool) -> Result<(), SamError> {
-    let order = if by_name {
+/// The order `samtools sort` gives (by name if `by_name`, else by coordinate).
+pub fn sorted<A: Addressing>(arena: &Arena<A>, by_name: bool) -> Result<Vec<Ref>, SamError> {
+    let records = arena.records()?;
+    let entry = |i| Entry {
+        table: "records",
+        i,
+    };
+    if by_name {
         // The names and READ1/READ2 bits gathered once (pointers followed once per
         // record, not per comparison); a stable merge sort as samtools'.
-        let mut keyed: Vec<(&[u8], u16, Ref)> = arena
-            .records()
-            .iter()
-            .map(|&r| {
-                let c = arena.rec(r);
-                (arena.name(c), c.flag & 0xc0, r)
-            })
-            .collect();
-        keyed.sort_by(|a, b| strnum_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
-        keyed.into_iter().map(|(_, _, r)| r).collect::<Vec<_>>()
+        let mut keyed = Vec::with_capacity(records.len());
+        for (i, &r) in records.iter().enumerate() {
+            let c = arena.rec(entry(i), r)?;
+            keyed.push((arena.name(&c), c.flag & 0xc0, r));
+        }
+        if broken(Broken::NameBytes) {
+            keyed.sort_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+        } else {
+            keyed.sort_by(|a, b| strnum_cmp(a.0, b.0).then(a.1.cmp(&b.1)));
+        }
+        Ok(keyed.into_iter().map(|(_, _, r)| r).collect())
     } else {
         let nref = arena.root().n_refs;
-        let mut keyed: Vec<(u128, Ref)> = arena
-            .records()
-            .iter()
-            .map(|&r| (coord_key(arena.rec(r), nref), r))
-            .collect();
-        // Stable: equal keys keep input order, as samtools' radix sort does.
-        keyed.sort_by_key(|&(k, _)| k);
-        keyed.into_iter().map(|(_, r)| r).collect()
-    };
-    let at = arena.put_slice(&order)?;
-    let root = arena.root_mut();
-    if by_name {
-        root.by_name = at;
-    } else {
-        root.by_coord = at;
+        let mut keyed = Vec::with_capacity(records.len());
+        for (i, &r) in records.iter().enumerate() {
+            keyed.push((coord_key(&arena.rec(entry(i), r)?, nref), r));
+        }
+        if broken(Broken::UnstableSort) {
+            keyed.sort_unstable_by_key(|&(k, _)| k);
+        } else {
+            // Stable: equal keys keep input order, as samtools' radix sort does.
+            keyed.sort_by_key(|&(k, _)| k);
+        }
+        Ok(keyed.into_iter().map(|(_, r)| r).collect())
     }
+}
+
+/// Sorts the records and publishes the new order in the root; the previous order
+/// stays valid until then.
+pub fn sort<A: Addressing>(arena: &mut Arena<A>, by_name: bool) -> Result<(), SamError> {
+    let order = sorted(arena, by_name)?;
+    let slot = if by_name { Slot::ByName } else { Slot::ByCoord };
+    arena.put_published(slot, &order)?;
     Ok(())
 }
 
