@@ -132,6 +132,12 @@ impl Place {
     }
 }
 
+/// Whether `check`'s error says that no structure is there (a load that did not
+/// finish, or parts not made yet), rather than that one is damaged.
+fn absent(e: &str) -> bool {
+    !e.contains(": field ")
+}
+
 /// What an undisturbed run shows: the state before and after, the output, the points.
 struct Reference {
     old: Result<String, String>,
@@ -201,7 +207,7 @@ fn explore(case: &Case, file: &Path, broken: Option<&str>) -> Result<usize, Stri
         let old_ok = match (&found, &want.old) {
             (Ok(a), Ok(b)) => a == b,
             // No structure before (a load): refused as unfinished, or not there.
-            (Err(e), Err(_)) => e.contains("did not finish") || e.contains("not found"),
+            (Err(e), Err(_)) => absent(e),
             _ => false,
         };
         let new_ok = found.as_ref().is_ok_and(|s| *s == want.new);
@@ -294,5 +300,78 @@ fn publishing_before_writing_is_caught() {
             Ok(n) => panic!("{}: publish-first survived {n} kills", case.name),
             Err(e) => eprintln!("caught: {e}"),
         }
+    }
+}
+
+/// Kills at random times instead of at crash points: `load` and `sort` of a larger
+/// set are SIGKILLed after a delay drawn with xoshiro256++ (seed 17) from zero to the
+/// undisturbed run's time; the same old-or-new rule and a working rerun.
+#[test]
+fn loads_and_sorts_killed_at_random_times_leave_old_or_new() {
+    let gen_dir = tempfile::tempdir().unwrap();
+    let set = gen_dir.path().join("g.sam");
+    let o = pmlab(
+        &[
+            "sam",
+            "generate",
+            "-o",
+            set.to_str().unwrap(),
+            "--bytes",
+            "4MiB",
+            "--seed",
+            "5",
+        ]
+        .map(String::from),
+        &[],
+    );
+    assert!(o.status.success());
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(17);
+    for case in [&CASES[0], &CASES[1]] {
+        let t = std::time::Instant::now();
+        let want = reference(case, &set);
+        let span = t.elapsed().as_micros() as u64 / 2;
+        let mut outcomes = [0u32; 2];
+        for _ in 0..8 {
+            let p = Place::new(&set);
+            p.prepare(case);
+            let mut child = Command::new(env!("CARGO_BIN_EXE_pmlab"))
+                .args(p.args(case.op))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_micros(rng.gen_range(0..=span)));
+            let _ = child.kill();
+            let _ = child.wait();
+            let found = p.check();
+            let new_ok = found.as_ref().is_ok_and(|s| *s == want.new);
+            let old_ok = match (&found, &want.old) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(e), Err(_)) => absent(e),
+                _ => false,
+            };
+            assert!(
+                old_ok || new_ok,
+                "{}: found {found:?}, old {:?}, new {:?}",
+                case.name,
+                want.old,
+                want.new
+            );
+            outcomes[usize::from(new_ok)] += 1;
+            let again = p.run(case.op, &[]);
+            if !(case.op == LOAD && new_ok) {
+                assert!(
+                    again.status.success(),
+                    "{}: {}",
+                    case.name,
+                    text(&again.stderr)
+                );
+            }
+            assert_eq!(p.check().as_ref(), Ok(&want.new), "{}", case.name);
+        }
+        eprintln!(
+            "{}: {} kills found the old state, {} the new",
+            case.name, outcomes[0], outcomes[1]
+        );
     }
 }
