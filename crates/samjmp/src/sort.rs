@@ -115,12 +115,100 @@ pub fn sorted<A: Addressing>(arena: &Arena<A>, by_name: bool) -> Result<Vec<Ref>
 }
 
 /// Sorts the records and publishes the new order in the root; the previous order
-/// stays valid until then.
+/// stays valid until then. By coordinate, the records are also copied into one block
+/// in the new order (see [`relocate`]).
 pub fn sort<A: Addressing>(arena: &mut Arena<A>, by_name: bool) -> Result<(), SamError> {
     let order = sorted(arena, by_name)?;
-    let slot = if by_name { Slot::ByName } else { Slot::ByCoord };
+    let (slot, order) = if by_name {
+        (Slot::ByName, order)
+    } else {
+        (Slot::ByCoord, relocate(arena, &order)?)
+    };
     arena.put_published(slot, &order)?;
     Ok(())
+}
+
+/// Bytes of a record's block: the `Rec`, its CIGAR and its variable parts, 8-aligned.
+fn block_len(c: &Rec) -> u64 {
+    let var = c.name_len as u64 + c.l_seq as u64 + c.l_qual as u64 + c.aux_len as u64;
+    (std::mem::size_of::<Rec>() as u64 + 4 * c.n_cigar as u64 + var).next_multiple_of(8)
+}
+
+/// Copies the records of `order` into one new block, in that order, and returns the
+/// references to the copies.
+///
+/// Input order is not coordinate order, so a region query that follows the order's
+/// pointers to the originals touches a page per record; over the copies, the records
+/// of a region lie together, as in a sorted BAM, and a query touches a few pages.
+/// (`samtools sort` writes a new file for the same reason.) The originals stay: the
+/// input-order table (and `sort -n`) names them. If the arena has no room for a copy,
+/// the order names the originals.
+pub fn relocate<A: Addressing>(arena: &mut Arena<A>, order: &[Ref]) -> Result<Vec<Ref>, SamError> {
+    let entry = |i| Entry {
+        table: "by_coord",
+        i,
+    };
+    let mut total = 0u64;
+    for (i, &r) in order.iter().enumerate() {
+        total += block_len(&arena.rec(entry(i), r)?);
+    }
+    let at = match arena.alloc(total, 8) {
+        Ok(at) => at,
+        Err(SamError::Full { .. }) => return Ok(order.to_vec()),
+        Err(e) => return Err(e),
+    };
+    let a = arena.addressing();
+    let mut out = Vec::with_capacity(order.len());
+    let mut next = at;
+    for (i, &r) in order.iter().enumerate() {
+        let c = arena.rec(entry(i), r)?;
+        let mut copy = c;
+        let mut p = next + std::mem::size_of::<Rec>() as u64;
+        let parts: [(&mut Ref, u64); 5] = [
+            (&mut copy.cigar, 4 * c.n_cigar as u64),
+            (&mut copy.name, c.name_len as u64),
+            (&mut copy.seq, c.l_seq as u64),
+            (&mut copy.qual, c.l_qual as u64),
+            (&mut copy.aux, c.aux_len as u64),
+        ];
+        for (field, len) in parts {
+            // SAFETY: `rec` checked that the part lies inside the arena; the block
+            // just allocated has room for every part of every record, apart from it.
+            unsafe { std::ptr::copy_nonoverlapping(a.ptr(*field), a.ptr(p), len as usize) };
+            *field = p;
+            p += len;
+        }
+        // SAFETY: `next` is 8-aligned (blocks are multiples of 8) inside the block.
+        unsafe { a.ptr(next).cast::<Rec>().write(copy) };
+        out.push(next);
+        next += block_len(&c);
+        if i % 4096 == 4095 {
+            crate::crash::point();
+        }
+    }
+    let off = a.ptr(at) as u64 - arena.base() as u64;
+    arena.persist_offsets(off, total)?;
+    Ok(out)
+}
+
+/// Whether two records hold the same alignment (every field and part alike).
+pub fn same_record<A: Addressing>(arena: &Arena<A>, x: &Rec, y: &Rec) -> bool {
+    let scalars = |c: &Rec| {
+        (
+            c.pos, c.end, c.mpos, c.tid, c.mtid, c.tlen, c.flag, c.mapq, c.l_seq, c.l_qual,
+            c.aux_len,
+        )
+    };
+    let parts = |c: &Rec| {
+        (
+            arena.name(c),
+            arena.cigar(c),
+            arena.bytes(c.seq, c.l_seq as u64),
+            arena.bytes(c.qual, c.l_qual as u64),
+            arena.bytes(c.aux, c.aux_len as u64),
+        )
+    };
+    scalars(x) == scalars(y) && parts(x) == parts(y)
 }
 
 #[cfg(test)]
