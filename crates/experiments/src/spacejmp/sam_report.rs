@@ -81,7 +81,7 @@ pub fn targets(b: &SamBench) -> Vec<String> {
                 .all(|&s| s > r.vas_s);
             let level = r.vas_s <= 1.10 * r.mmap_s;
             format!(
-                "{}: faster than samtools: {}; at most 10% slower than mmap: {} ({:.3} vs {:.3} s)",
+                "{}: faster than samtools: {}; at most 10% slower than mmap: {} ({:.4} vs {:.4} s)",
                 r.op,
                 if faster { "yes" } else { "NO" },
                 if level { "yes" } else { "NO" },
