@@ -19,6 +19,8 @@ pmlab-fscheck fuzz_volume
 pmlab-fs proto_fuzz
 pmlab-tx decoders
 pmlab-vas fuzz_registry
+pmlab-samjmp fuzz
+pmlab-kvjmp fuzz_header
 "
 echo "$suites" | while read -r package suite; do
   [ -n "$package" ] || continue

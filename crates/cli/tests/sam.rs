@@ -80,6 +80,13 @@ fn regions(sorted_sam: &[u8]) -> Vec<String> {
 
 /// Loads `file` into a VAS and a region file, then checks every operation.
 fn check_against_samtools(file: &Path, scratch: &Path) {
+    compare(file, scratch, None).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Loads `file` into a VAS and a region file, then compares every operation with
+/// samtools, with broken variant `broken` of pmlab selected if given; the first
+/// difference.
+fn compare(file: &Path, scratch: &Path, broken: Option<&str>) -> Result<(), String> {
     let f = file.to_str().unwrap();
     let stem = file
         .file_name()
@@ -87,8 +94,9 @@ fn check_against_samtools(file: &Path, scratch: &Path) {
         .to_str()
         .unwrap()
         .replace('.', "_");
-    let reg = scratch.join("reg");
-    let region_file = scratch.join(format!("{stem}.region"));
+    let fresh = tempfile::tempdir_in(scratch).unwrap();
+    let reg = fresh.path().join("reg");
+    let region_file = fresh.path().join(format!("{stem}.region"));
     let targets: [Vec<String>; 2] = [
         vec![
             "--vas".into(),
@@ -105,6 +113,14 @@ fn check_against_samtools(file: &Path, scratch: &Path) {
     let bam_s = bam.to_str().unwrap();
     samtools(&["sort", "-o", bam_s, f]);
     samtools(&["index", bam_s]);
+    let pm = |args: &[String]| -> Vec<u8> {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pmlab"));
+        c.args(args);
+        if let Some(b) = broken {
+            c.env("PMLAB_SAM_BROKEN", b);
+        }
+        ok(c.output().expect("run pmlab"), &format!("pmlab {args:?}"))
+    };
     for t in &targets {
         let with = |op: &[&'static str]| -> Vec<String> {
             op.iter()
@@ -114,37 +130,59 @@ fn check_against_samtools(file: &Path, scratch: &Path) {
         };
         let mut load = with(&["sam", "load", "--no-progress"]);
         load.push(f.to_string());
-        ok(pmlab(&load), "load");
-        let got = ok(pmlab(&with(&["sam", "flagstat"])), "flagstat");
-        assert_eq!(
-            String::from_utf8_lossy(&got),
-            String::from_utf8_lossy(&flagstat),
-            "{f} {t:?}"
-        );
-        let got = ok(pmlab(&with(&["sam", "sort", "-n", "--print"])), "sort -n");
-        assert!(
-            got == name,
-            "{f} {t:?}: sort -n order differs from samtools'"
-        );
-        let got = ok(pmlab(&with(&["sam", "sort", "--print"])), "sort");
-        assert!(got == coord, "{f} {t:?}: sort order differs from samtools'");
-        ok(pmlab(&with(&["sam", "index"])), "index");
+        pm(&load);
+        let got = pm(&with(&["sam", "flagstat"]));
+        if got != flagstat {
+            return Err(format!(
+                "{f} {t:?}: flagstat differs:\n{}\nsamtools:\n{}",
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&flagstat)
+            ));
+        }
+        let got = pm(&with(&["sam", "sort", "-n", "--print"]));
+        if got != name {
+            return Err(first_difference(f, t, "sort -n", &got, &name));
+        }
+        let got = pm(&with(&["sam", "sort", "--print"]));
+        if got != coord {
+            return Err(first_difference(f, t, "sort", &got, &coord));
+        }
+        pm(&with(&["sam", "index"]));
         for r in regions(&coord) {
             let want = samtools(&["view", bam_s, &r]);
             let mut args = with(&["sam", "view"]);
             args.push(r.clone());
-            let got = ok(pmlab(&args), "view");
-            assert!(
-                got == want,
-                "{f} {t:?} view {r}: {} bytes, samtools {}",
-                got.len(),
-                want.len()
-            );
+            let got = pm(&args);
+            if got != want {
+                return Err(first_difference(f, t, &format!("view {r}"), &got, &want));
+            }
         }
     }
     // And in one go.
-    let got = ok(pmlab(&["sam", "flagstat", f]), "flagstat FILE");
-    assert_eq!(got, flagstat);
+    let got = pm(&["sam".into(), "flagstat".into(), f.into()]);
+    if got != flagstat {
+        return Err(format!("{f}: flagstat FILE differs"));
+    }
+    Ok(())
+}
+
+/// Where pmlab's output first differs from samtools': line number and both lines.
+fn first_difference(f: &str, t: &[String], what: &str, got: &[u8], want: &[u8]) -> String {
+    let (g, w) = (String::from_utf8_lossy(got), String::from_utf8_lossy(want));
+    let (gl, wl): (Vec<&str>, Vec<&str>) = (g.lines().collect(), w.lines().collect());
+    let i = (0..gl.len().max(wl.len()))
+        .find(|&i| gl.get(i) != wl.get(i))
+        .unwrap_or(0);
+    let cut = |l: Option<&&str>| l.map_or("(none)".to_string(), |l| l.chars().take(60).collect());
+    format!(
+        "{f} {}: {what}: {} lines, samtools {}; line {}: pmlab {:?}, samtools {:?}",
+        t[0],
+        gl.len(),
+        wl.len(),
+        i + 1,
+        cut(gl.get(i)),
+        cut(wl.get(i))
+    )
 }
 
 fn scratch() -> tempfile::TempDir {
@@ -208,4 +246,36 @@ fn the_generator_is_deterministic() {
     }
     assert_eq!(outs[0], outs[1]);
     assert_ne!(outs[0], outs[2]);
+}
+
+/// Each broken variant of an operation is caught by the comparison with samtools:
+/// an unstable coordinate sort, a name sort on plain bytes, an index one record late
+/// and a view that stops a base early.
+#[test]
+fn broken_operations_are_caught_by_the_comparison() {
+    let d = scratch();
+    let sam = d.path().join("gen.sam");
+    let s = sam.to_str().unwrap();
+    ok(
+        pmlab(&[
+            "sam", "generate", "-o", s, "--bytes", "1MiB", "--seed", "11",
+        ]),
+        "generate",
+    );
+    for broken in [
+        "unstable-sort",
+        "name-bytes",
+        "index-late",
+        "view-end-early",
+    ] {
+        let mut caught = None;
+        for f in [data("ex1.bam"), sam.clone()] {
+            if let Err(e) = compare(&f, d.path(), Some(broken)) {
+                caught = Some(e);
+                break;
+            }
+        }
+        let e = caught.unwrap_or_else(|| panic!("broken variant {broken} was not caught"));
+        eprintln!("{broken} caught: {e}");
+    }
 }

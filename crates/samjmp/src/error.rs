@@ -69,6 +69,19 @@ pub enum SamError {
         /// Why it is refused.
         problem: String,
     },
+    /// A structure whose contents are damaged: the item (`record 12`, `root`, ...)
+    /// and its field that point outside it or hold an impossible value.
+    #[error("{what}: {item}: field {field}: {problem}")]
+    Corrupt {
+        /// Which segment or file.
+        what: String,
+        /// The item.
+        item: String,
+        /// Its field.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
     /// An operation needs the result of another one first.
     #[error("{0}")]
     Needs(String),

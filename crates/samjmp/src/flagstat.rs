@@ -3,9 +3,11 @@
 
 use std::fmt::Write as _;
 
+use crate::access::Entry;
 use crate::arena::{Addressing, Arena};
 use crate::error::SamError;
 use crate::layout::{FlagstatCounts, Rec};
+use crate::publish::Slot;
 
 const PAIRED: u16 = 0x1;
 const PROPER: u16 = 0x2;
@@ -69,15 +71,23 @@ pub fn count(s: &mut FlagstatCounts, c: &Rec) {
     }
 }
 
-/// Counts every record (following each record pointer) and leaves the counters in
-/// the arena.
-pub fn flagstat<A: Addressing>(arena: &mut Arena<A>) -> Result<FlagstatCounts, SamError> {
+/// Counts every record (following each record pointer).
+pub fn counts<A: Addressing>(arena: &Arena<A>) -> Result<FlagstatCounts, SamError> {
     let mut s = FlagstatCounts::default();
-    for &r in arena.records() {
-        count(&mut s, arena.rec(r));
+    for (i, &r) in arena.records()?.iter().enumerate() {
+        let entry = Entry {
+            table: "records",
+            i,
+        };
+        count(&mut s, &arena.rec(entry, r)?);
     }
-    let at = arena.put(s)?;
-    arena.root_mut().flagstat = at;
+    Ok(s)
+}
+
+/// Counts every record and leaves the counters in the arena.
+pub fn flagstat<A: Addressing>(arena: &mut Arena<A>) -> Result<FlagstatCounts, SamError> {
+    let s = counts(arena)?;
+    arena.put_published(Slot::Flagstat, std::slice::from_ref(&s))?;
     Ok(s)
 }
 

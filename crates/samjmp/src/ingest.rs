@@ -17,7 +17,8 @@ use noodles::{bam, sam};
 
 use crate::arena::{Addressing, Arena};
 use crate::error::{Place, SamError};
-use crate::layout::{Rec, Ref, RefSeq};
+use crate::layout::{MAX_END, MAX_POS, Rec, Ref, RefSeq};
+use crate::publish::Slot;
 
 /// The names of SAM's mandatory fields, in order.
 const FIELDS: [&str; 11] = [
@@ -63,6 +64,9 @@ pub fn load<A: Addressing>(
     progress: bool,
 ) -> Result<LoadStats, SamError> {
     arena.init()?;
+    if crate::crash::broken(crate::crash::Broken::PublishFirst) {
+        arena.publish(Slot::Complete, 1)?;
+    }
     let bar = progress_bar(path, progress);
     let mut sink = Sink {
         arena,
@@ -82,8 +86,13 @@ pub fn load<A: Addressing>(
     let root = arena.root_mut();
     root.records = table;
     root.n_records = n;
-    // Published last: a structure whose load stopped half-way is refused later.
-    root.complete = 1;
+    // Everything written back, then published by one store: a structure whose load
+    // stopped half-way is refused later (and a new load may replace it).
+    if !crate::crash::broken(crate::crash::Broken::PublishFirst) {
+        let used = arena.root().used;
+        arena.persist_offsets(0, used)?;
+        arena.publish(Slot::Complete, 1)?;
+    }
     Ok(LoadStats {
         records: n,
         bytes_used: arena.root().used,
@@ -215,7 +224,23 @@ fn fields<'r>(
             None => 255,
             Some(q) => u8::from(q.map_err(|x| e("MAPQ", x))?),
         };
+        if pos > MAX_POS {
+            return Err(bad(
+                file,
+                place,
+                "POS",
+                format!("{} is past 2^31 - 1", pos + 1),
+            ));
+        }
         let (cigar, rlen, qlen) = cigar(r, file, place)?;
+        if pos + rlen.max(1) > MAX_END {
+            return Err(bad(
+                file,
+                place,
+                "CIGAR",
+                format!("covers {rlen} reference bases"),
+            ));
+        }
         let mtid = match r.mate_reference_sequence_id(header) {
             None => -1,
             Some(Ok(i)) => i as i32,

@@ -14,14 +14,21 @@
 //!   ├─by_coord, by_name ──▶ [Ref; n]      (left by `sort`)
 //!   ├─index ──▶ IndexHead ──▶ [RefIndex] ──windows──▶ [u64]   (left by `index`)
 //!   ├─flagstat ──▶ FlagstatCounts          (left by `flagstat`)
-//!   └─last_view ──▶ [Ref; m]               (left by `view`)
+//!   └─last_view ──▶ [m, Ref; m]            (left by `view`)
 //! ```
 
 /// A stored reference: an address (VAS) or an offset (mmap); 0 is null.
 pub type Ref = u64;
 
 /// First bytes of a loaded structure.
-pub const MAGIC: [u8; 8] = *b"PMLSAM01";
+pub const MAGIC: [u8; 8] = *b"PMLSAM02";
+
+/// The largest 0-based position a record may have (SAM's POS is at most 2^31 - 1).
+pub const MAX_POS: i64 = (1 << 31) - 1;
+
+/// The largest end position (`pos` plus the reference bases the CIGAR covers) a
+/// record may have: bounds the index's window table per reference.
+pub const MAX_END: i64 = 1 << 33;
 
 /// The root, at the start of the segment or region file.
 #[repr(C)]
@@ -55,10 +62,11 @@ pub struct Root {
     pub index: Ref,
     /// -> [`FlagstatCounts`], or null.
     pub flagstat: Ref,
-    /// -> `[Ref; last_view_len]`: the records the last `view` selected.
+    /// -> `[u64; 1 + m]`: `m`, then the `m` records the last `view` selected (one
+    /// block, published by one store, so that the count and the list never tear).
     pub last_view: Ref,
-    /// Their number.
-    pub last_view_len: u64,
+    /// Unused (zero).
+    pub reserved: u64,
 }
 
 /// One reference sequence (`@SQ`).

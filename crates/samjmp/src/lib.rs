@@ -13,6 +13,8 @@
 
 pub mod access;
 pub mod arena;
+pub mod check;
+pub mod crash;
 mod error;
 pub mod flagstat;
 pub mod format;
@@ -21,6 +23,7 @@ pub mod index;
 pub mod ingest;
 pub mod layout;
 pub mod ops;
+pub mod publish;
 pub mod sort;
 pub mod store;
 

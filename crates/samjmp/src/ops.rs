@@ -6,12 +6,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::access::Entry;
 use crate::arena::{Addressing, Arena};
 use crate::error::SamError;
 use crate::format::sam_line;
 use crate::ingest::{LoadStats, load};
+use crate::layout::Ref;
 use crate::store::{RegionFile, Scratch, VasStore, arena_size_for};
 use crate::{flagstat, index, sort};
+use pmlab_vas::{Mode, VasError};
 
 /// Where the alignments live.
 #[derive(Clone, Debug)]
@@ -50,12 +53,13 @@ pub enum Op {
     },
 }
 
-/// Loads `file` into a new VAS or region file (refused if it exists). On failure
-/// nothing is left behind.
+/// Loads `file` into a new VAS (segment and VAS modes `mode`) or region file
+/// (refused if a finished one exists). On failure nothing is left behind.
 pub fn load_into(
     target: &Target,
     file: &Path,
     size: Option<u64>,
+    mode: Mode,
     progress: bool,
 ) -> Result<LoadStats, SamError> {
     let size = match size {
@@ -64,7 +68,7 @@ pub fn load_into(
     };
     match target {
         Target::Vas { dir, name } => {
-            let mut st = VasStore::create(dir, name, size)?;
+            let mut st = VasStore::create(dir, name, size, mode)?;
             match load(&mut st.arena, file, progress) {
                 Ok(s) => Ok(s),
                 Err(e) => {
@@ -100,9 +104,22 @@ pub fn run(target: &Target, op: &Op, out: &mut dyn Write) -> Result<Timing, SamE
     let t = Instant::now();
     match target {
         Target::Vas { dir, name } => {
-            let mut st = VasStore::open(dir, name)?;
+            let mut st = match VasStore::open(dir, name, true) {
+                Err(SamError::Vas(VasError::PermissionDenied { .. }))
+                    if matches!(op, Op::Flagstat | Op::View { .. }) =>
+                {
+                    // May not write: the reader VAS (read-only mapping, shared lock);
+                    // the result is printed, not left behind.
+                    VasStore::open(dir, name, false)?
+                }
+                r => r?,
+            };
             let open_s = t.elapsed().as_secs_f64();
-            run_on(&mut st.arena, op, out)?;
+            if st.writable() {
+                run_on(&mut st.arena, op, out)?;
+            } else {
+                run_read_only(&st.arena, op, out)?;
+            }
             out.flush()
                 .map_err(|e| SamError::io("write", "standard output", e))?;
             let op_s = t.elapsed().as_secs_f64() - open_s;
@@ -117,6 +134,22 @@ pub fn run(target: &Target, op: &Op, out: &mut dyn Write) -> Result<Timing, SamE
             let op_s = t.elapsed().as_secs_f64() - open_s;
             Ok(Timing { open_s, op_s })
         }
+    }
+}
+
+/// Checks the alignments at `target` in full ([`crate::check`]), as a reader.
+pub fn check(target: &Target) -> Result<crate::check::Summary, SamError> {
+    match target {
+        Target::Vas { dir, name } => {
+            let st = match VasStore::open(dir, name, true) {
+                Err(SamError::Vas(VasError::PermissionDenied { .. })) => {
+                    VasStore::open(dir, name, false)?
+                }
+                r => r?,
+            };
+            crate::check::check(&st.arena)
+        }
+        Target::Region(path) => crate::check::check(&RegionFile::open(path)?.arena),
     }
 }
 
@@ -146,35 +179,74 @@ pub fn run_on<A: Addressing>(
         Op::Sort { by_name, print } => {
             sort::sort(arena, *by_name)?;
             if *print {
-                let order = arena.order(*by_name).expect("just sorted").to_vec();
-                print_records(arena, &order, out)?;
+                let order = arena.order(*by_name)?.unwrap_or(&[]).to_vec();
+                print_records(
+                    arena,
+                    &order,
+                    if *by_name { "by_name" } else { "by_coord" },
+                    out,
+                )?;
             }
             Ok(())
         }
         Op::Index => index::index(arena),
         Op::View { region, count } => {
-            let names = arena.ref_names();
-            let reg = index::parse_region(region, &names)?;
+            let reg = index::parse_region(region, &arena.ref_names()?)?;
             let sel = index::view(arena, reg)?;
-            if *count {
-                write_out(out, format!("{}\n", sel.len()).as_bytes())
-            } else {
-                print_records(arena, &sel, out)
-            }
+            print_view(arena, &sel, *count, out)
         }
     }
 }
 
-/// Writes records as SAM lines (no header, as `samtools view` without `-h`).
-pub fn print_records<A: Addressing>(
+/// Runs `op` on an arena this process may only read: flagstat and view work, their
+/// results are printed but not left behind.
+pub fn run_read_only<A: Addressing>(
     arena: &Arena<A>,
-    refs: &[u64],
+    op: &Op,
     out: &mut dyn Write,
 ) -> Result<(), SamError> {
-    let names = arena.ref_names();
+    match op {
+        Op::Flagstat => {
+            let s = flagstat::counts(arena)?;
+            write_out(out, flagstat::render(&s).as_bytes())
+        }
+        Op::View { region, count } => {
+            let reg = index::parse_region(region, &arena.ref_names()?)?;
+            let sel = index::select(arena, reg)?;
+            print_view(arena, &sel, *count, out)
+        }
+        Op::Sort { .. } | Op::Index => Err(SamError::Needs(format!(
+            "{}: write access denied (sort and index leave their result in it)",
+            arena.label()
+        ))),
+    }
+}
+
+fn print_view<A: Addressing>(
+    arena: &Arena<A>,
+    sel: &[Ref],
+    count: bool,
+    out: &mut dyn Write,
+) -> Result<(), SamError> {
+    if count {
+        write_out(out, format!("{}\n", sel.len()).as_bytes())
+    } else {
+        print_records(arena, sel, "last_view", out)
+    }
+}
+
+/// Writes records as SAM lines (no header, as `samtools view` without `-h`); `table`
+/// names where the references came from, for errors.
+pub fn print_records<A: Addressing>(
+    arena: &Arena<A>,
+    refs: &[Ref],
+    table: &'static str,
+    out: &mut dyn Write,
+) -> Result<(), SamError> {
+    let names = arena.ref_names()?;
     let mut buf = Vec::with_capacity(1 << 20);
-    for &r in refs {
-        sam_line(arena, &names, arena.rec(r), &mut buf);
+    for (i, &r) in refs.iter().enumerate() {
+        sam_line(arena, &names, &arena.rec(Entry { table, i }, r)?, &mut buf);
         if buf.len() > 1 << 20 {
             write_out(out, &buf)?;
             buf.clear();

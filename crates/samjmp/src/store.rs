@@ -27,66 +27,145 @@ pub fn arena_size_for(path: &Path) -> Result<u64, SamError> {
     Ok(bytes.next_multiple_of(2 << 20))
 }
 
-/// The alignments in a segment of a VAS, switched in (segment and VAS share a name).
+/// The name of the read-only VAS beside VAS `name`: the same segment, attached
+/// read-only, for processes that may not write it (and the mark that `name` was made
+/// by `pmlab sam load`).
+pub fn reader_vas(name: &str) -> String {
+    format!("{name}.r")
+}
+
+/// The alignments in a segment of a VAS, switched in (segment and VAS share a name;
+/// VAS `NAME.r` holds the segment read-only).
 pub struct VasStore {
     spaces: NativeSpaces,
     vh: VasHandle,
+    writable: bool,
     /// The structure, addressed by pointers.
     pub arena: Arena<Pointers>,
 }
 
 impl VasStore {
-    /// A new VAS `name` in the registry `dir` with one read-write segment of `size`
-    /// bytes, switched in; the arena is not initialised yet.
-    pub fn create(dir: &Path, name: &str, size: u64) -> Result<Self, SamError> {
+    /// A new VAS `name` in the registry `dir` with one lockable read-write segment of
+    /// `size` bytes (mode `mode`, as the VASes), switched in with its lock held; the
+    /// arena is not initialised yet. What a load that died left under this name is
+    /// replaced; a finished load or anything else is refused.
+    pub fn create(dir: &Path, name: &str, size: u64, mode: Mode) -> Result<Self, SamError> {
         let mut s = NativeSpaces::open(dir)?;
-        let vid = s.vas_create(name, Mode(0o660))?;
+        if s.vas_find(name).is_ok()
+            || s.seg_find(name).is_ok()
+            || s.vas_find(&reader_vas(name)).is_ok()
+        {
+            drop(s);
+            Self::replace_dead_load(dir, name)?;
+            s = NativeSpaces::open(dir)?;
+        }
+        // The reader VAS first: it marks the name as ours for `replace_dead_load`.
+        let rv = s.vas_create(&reader_vas(name), mode)?;
         let made = (|| {
-            let sid = s.seg_alloc(name, None, size, Mode(0o660))?;
+            let sid = s.seg_alloc(name, None, size, mode)?;
+            s.seg_ctl(sid, SegCtl::SetLockable(true))?;
+            s.seg_attach(AttachTo::Vas(rv), sid, Access::ReadOnly)?;
+            let vid = s.vas_create(name, mode)?;
             s.seg_attach(AttachTo::Vas(vid), sid, Access::ReadWrite)?;
-            Ok::<_, pmlab_vas::VasError>(sid)
+            Ok::<_, pmlab_vas::VasError>(())
         })();
         if let Err(e) = made {
-            let _ = s.vas_ctl(vid, VasCtl::Remove);
+            drop(s);
+            let _ = Self::remove(dir, name);
             return Err(e.into());
         }
-        Self::switch_in(s, name)
+        Self::switch_in(s, name, name, true)
     }
 
-    /// Finds VAS `name` in `dir`, attaches it and switches in (taking its segment's
-    /// lock), and checks that it holds complete alignments.
-    pub fn open(dir: &Path, name: &str) -> Result<Self, SamError> {
+    /// Removes what a load that died left under `name`, after taking the segment's
+    /// lock (which waits for a live loader and clears a dead one). Refuses a finished
+    /// load, a name `pmlab sam load` did not make, and anything it may not write.
+    fn replace_dead_load(dir: &Path, name: &str) -> Result<(), SamError> {
+        let exists = || SamError::Format {
+            what: format!("VAS {name}"),
+            problem: "exists already (remove it first)".into(),
+        };
         let s = NativeSpaces::open_with(dir, Default::default(), false)?;
-        let st = Self::switch_in(s, name)?;
+        if s.vas_find(&reader_vas(name)).is_err() {
+            return Err(exists());
+        }
+        match Self::switch_in(s, name, name, true) {
+            Ok(st) => {
+                let root = st.arena.root();
+                let ours = root.magic == crate::layout::MAGIC || root.magic == [0; 8];
+                if !ours || root.complete != 0 {
+                    return Err(exists());
+                }
+            }
+            Err(SamError::Vas(e @ pmlab_vas::VasError::PermissionDenied { .. })) => {
+                return Err(e.into());
+            }
+            // Half made: the loader died between creating the parts.
+            Err(_) => {}
+        }
+        Self::remove(dir, name)
+    }
+
+    /// Finds VAS `name` in `dir`, attaches it (read-write if `write`, else its reader
+    /// VAS read-only: the kernel decides whether this process may write) and switches
+    /// in, taking the segment's lock (exclusive or shared), and checks that it holds
+    /// complete alignments.
+    pub fn open(dir: &Path, name: &str, write: bool) -> Result<Self, SamError> {
+        let s = NativeSpaces::open_with(dir, Default::default(), false)?;
+        let vas = if write {
+            name.to_string()
+        } else {
+            reader_vas(name)
+        };
+        let st = Self::switch_in(s, &vas, name, write)?;
         st.arena.validate(&format!("VAS {name}"))?;
         Ok(st)
     }
 
-    fn switch_in(mut s: NativeSpaces, name: &str) -> Result<Self, SamError> {
-        let vid = s.vas_find(name)?;
-        let sid = s.seg_find(name)?;
+    /// Whether this store's mapping is writable.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// The switch mechanism in use, and the number of mprotects so far.
+    pub fn switch_info(&self) -> (pmlab_vas::native::Mechanism, u64) {
+        (self.spaces.mechanism(), self.spaces.counters().mprotects)
+    }
+
+    fn switch_in(mut s: NativeSpaces, vas: &str, seg: &str, write: bool) -> Result<Self, SamError> {
+        let vid = s.vas_find(vas)?;
+        let sid = s.seg_find(seg)?;
         let vh = s.vas_attach(vid)?;
         s.vas_switch(vh)?;
-        let base = s.segment_base(sid).ok_or_else(|| SamError::Format {
-            what: format!("VAS {name}"),
-            problem: format!("does not hold segment {name}"),
-        })?;
+        let missing = || SamError::Format {
+            what: format!("VAS {vas}"),
+            problem: format!("does not hold segment {seg}"),
+        };
+        let base = s.segment_base(sid).ok_or_else(missing)?;
+        if s.active_access(sid).is_none() {
+            return Err(missing());
+        }
         let size = s.segment_size(sid).unwrap_or(0);
-        // SAFETY: the segment is mapped read-write at its fixed address while the VAS
+        // SAFETY: the segment is mapped at its fixed address, accessible (read-write if
+        // `write`, else read-only: then nothing writes through the arena) while the VAS
         // is switched in, which it stays until this store is dropped.
-        let arena = unsafe { Arena::new(Pointers { base: base as u64 }, base, size) };
+        let mut arena = unsafe { Arena::new(Pointers { base: base as u64 }, base, size) };
+        arena.set_label(format!("VAS {seg}"));
         Ok(VasStore {
             spaces: s,
             vh,
+            writable: write,
             arena,
         })
     }
 
-    /// Removes VAS `name` and its segment (after a failed load).
+    /// Removes VAS `name`, its reader VAS and its segment (after a failed load).
     pub fn remove(dir: &Path, name: &str) -> Result<(), SamError> {
         let mut s = NativeSpaces::open_with(dir, Default::default(), false)?;
-        if let Ok(vid) = s.vas_find(name) {
-            s.vas_ctl(vid, VasCtl::Remove)?;
+        for v in [name.to_string(), reader_vas(name)] {
+            if let Ok(vid) = s.vas_find(&v) {
+                s.vas_ctl(vid, VasCtl::Remove)?;
+            }
         }
         if let Ok(sid) = s.seg_find(name) {
             s.seg_ctl(sid, SegCtl::Remove)?;
@@ -125,7 +204,8 @@ fn map(
     let _ = m.advise(Advice::DontDump);
     let base = m.as_mut_ptr();
     // SAFETY: the mapping lives as long as the returned arena (both in one struct).
-    let arena = unsafe { Arena::new(Offsets { base }, base, size) };
+    let mut arena = unsafe { Arena::new(Offsets { base }, base, size) };
+    arena.set_label(path.display().to_string());
     Ok((m, arena))
 }
 

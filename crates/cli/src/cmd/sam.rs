@@ -69,9 +69,20 @@ enum Cmd {
         /// Bytes to reserve (default: from the file's size; sparse on tmpfs).
         #[arg(long, value_parser = pmlab_spine::parse_size)]
         size: Option<u64>,
+        /// Permission bits of the VAS, its reader VAS and segment, in octal: who may
+        /// write the alignments (and run sort and index) and who may only read them
+        /// (flagstat and view, through `NAME.r`), as the kernel enforces.
+        #[arg(long, default_value = "660", value_parser = parse_mode)]
+        mode: u32,
         /// No progress bar.
         #[arg(long)]
         no_progress: bool,
+    },
+    /// Check loaded alignments in full: every record, and every published result
+    /// recomputed (orders, index, flagstat, last view); prints what is published.
+    Check {
+        #[command(flatten)]
+        at: Where,
     },
     /// `samtools flagstat`: of loaded alignments, or of FILE in one go.
     Flagstat {
@@ -130,6 +141,8 @@ enum Cmd {
 
 /// Runs `pmlab sam`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // The kill tests' crash point (`PMLAB_SAM_KILL_AT`); nothing without it.
+    pmlab_samjmp::crash::arm_from_env();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut timing = None;
@@ -138,9 +151,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             file,
             at,
             size,
+            mode,
             no_progress,
         } => {
-            let s = ops::load_into(&at.target(), &file, size, !no_progress)?;
+            let mode = pmlab_vas::Mode(mode);
+            let s = ops::load_into(&at.target(), &file, size, mode, !no_progress)?;
             writeln!(
                 out,
                 "loaded {} records from {} ({} bytes of structure)",
@@ -201,11 +216,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 path.display()
             )?;
         }
+        Cmd::Check { at } => writeln!(out, "{}", ops::check(&at.target())?)?,
         Cmd::Bench(a) => sam_bench::run(a)?,
     }
+    pmlab_samjmp::crash::report_if_asked();
     out.flush()?;
     if let (true, Some(t)) = (args.timing, timing) {
         eprintln!("pmlab-sam-timing open={:.6} op={:.6}", t.open_s, t.op_s);
     }
     Ok(())
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|&m| m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal mode (e.g. 660)"))
 }

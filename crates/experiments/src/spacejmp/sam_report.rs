@@ -69,7 +69,8 @@ pub fn table(b: &SamBench) -> Table {
 }
 
 /// Whether each operation met the paper's targets: faster than samtools on both
-/// formats, and within 10% of the mmap version.
+/// formats, and level with the mmap version: at most 10% slower (the paper's point
+/// is that the VAS costs nothing over mmap; a VAS faster than mmap meets it).
 pub fn targets(b: &SamBench) -> Vec<String> {
     b.rows
         .iter()
@@ -78,9 +79,9 @@ pub fn targets(b: &SamBench) -> Vec<String> {
                 .iter()
                 .flatten()
                 .all(|&s| s > r.vas_s);
-            let level = (r.vas_s - r.mmap_s).abs() <= 0.10 * r.mmap_s.max(r.vas_s);
+            let level = r.vas_s <= 1.10 * r.mmap_s;
             format!(
-                "{}: faster than samtools: {}; within 10% of mmap: {} ({:.3} vs {:.3} s)",
+                "{}: faster than samtools: {}; at most 10% slower than mmap: {} ({:.4} vs {:.4} s)",
                 r.op,
                 if faster { "yes" } else { "NO" },
                 if level { "yes" } else { "NO" },
