@@ -38,12 +38,36 @@ pub struct Map {
     /// The thread populating a data space's page tables (joined before the mapping
     /// goes, so it never touches an address range mapped to something else).
     populating: Option<std::thread::JoinHandle<()>>,
+    /// The data space file (device, inode) this mapping counts in [`MAPPED_SPACES`].
+    space: Option<(u64, u64)>,
 }
+
+/// The data spaces this process maps, with how many of its mappings of each are live.
+///
+/// Only the first live mapping of a space in a process is populated. A libFS client
+/// is usually a process of its own; a benchmark's or server's threads, each with a
+/// client of its own, share one address space, and populating each one's mapping of
+/// the whole space (gigabytes at the paper's sizes) built that many page tables of it
+/// and held the process's memory-map lock for seconds, stalling every thread's page
+/// faults and allocations behind it: fifty FileBench threads took seconds per
+/// iteration. The other mappings fault their pages in on first touch, from the page
+/// cache the first one filled.
+static MAPPED_SPACES: std::sync::Mutex<std::collections::BTreeMap<(u64, u64), usize>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
 
 impl Drop for Map {
     fn drop(&mut self) {
         if let Some(t) = self.populating.take() {
             let _ = t.join();
+        }
+        if let Some(k) = self.space.take() {
+            let mut m = MAPPED_SPACES.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = m.get_mut(&k) {
+                *n -= 1;
+                if *n == 0 {
+                    m.remove(&k);
+                }
+            }
         }
     }
 }
@@ -111,9 +135,22 @@ impl Map {
             inner,
             guard: None,
             populating: None,
+            space: None,
         };
         m.guard = crate::guard::Guard::register(m.as_ptr(), m.len());
-        if tmpfs {
+        let first = match f.metadata() {
+            Ok(md) => {
+                use std::os::unix::fs::MetadataExt;
+                let key = (md.dev(), md.ino());
+                m.space = Some(key);
+                let mut spaces = MAPPED_SPACES.lock().unwrap_or_else(|e| e.into_inner());
+                let n = spaces.entry(key).or_insert(0);
+                *n += 1;
+                *n == 1
+            }
+            Err(_) => true,
+        };
+        if tmpfs && first {
             let (at, len) = (m.as_ptr() as usize, m.len());
             let advice = if writable {
                 libc::MADV_POPULATE_WRITE
@@ -185,6 +222,7 @@ impl Map {
             inner,
             guard: None,
             populating: None,
+            space: None,
         })
     }
 
@@ -194,6 +232,7 @@ impl Map {
             inner: Inner::Writable(region),
             guard: None,
             populating: None,
+            space: None,
         }
     }
 

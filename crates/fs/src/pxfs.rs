@@ -467,6 +467,24 @@ impl Pxfs {
         {
             return Err(FsError::Exists(to.into()));
         }
+        #[cfg(feature = "broken-rename-over")]
+        if let Some(old) = replace {
+            // Deliberately broken (for the crash test to catch): the target's removal
+            // and the move as two records, which two batches may carry.
+            s.record(Op::Unlink {
+                parent: tp,
+                name: tname.into(),
+                ino: old,
+            })?;
+            return s.record(Op::Rename {
+                from_parent: fp,
+                from_name: fname.into(),
+                to_parent: tp,
+                to_name: tname.into(),
+                ino,
+                replace: 0,
+            });
+        }
         s.record(Op::Rename {
             from_parent: fp,
             from_name: fname.into(),

@@ -50,6 +50,24 @@ fn other_user() {
         Ok(()) => mark("chmod ok"),
         Err(e) => mark(&format!("chmod-refused {e}")),
     }
+    // A hostile client skips libFS's own permission check and reads the first data
+    // page through whatever mapping of the file's domain the service hands it: only
+    // the kernel's protection of the domain stands in the way.
+    match raw_first_byte(&fs, "/f") {
+        Ok(b) => mark(&format!("raw-read {b}")),
+        Err(e) => mark(&format!("raw-read-refused {e}")),
+    }
+}
+
+/// The first byte of `path`'s data, read straight from its domain's data space.
+fn raw_first_byte(fs: &Pxfs, path: &str) -> pmlab_fs::Result<u8> {
+    let ino = fs.client().resolve(path)?;
+    let mut s = fs.client().state();
+    let i = s.inode(ino)?;
+    let p = s.page_of(ino, &i, 0)?;
+    let mut b = [0u8; 1];
+    s.read_data(i.domain, p * pmlab_fs::media::PAGE, &mut b)?;
+    Ok(b[0])
 }
 
 fn as_user(uid: u32, sock: &std::path::Path) -> String {
@@ -82,20 +100,29 @@ fn chmod_and_chown_move_a_file_between_domains() {
         "only the owner may chmod: {log}"
     );
 
+    assert!(
+        log.contains(&format!("MARK raw-read {}", data[0])),
+        "another user may map a 0644 file's domain: {log}"
+    );
+
     fs.chmod("/f", 0o600).unwrap();
     let st = fs.stat("/f").unwrap();
     assert_eq!(st.mode, 0o600);
+    let log = as_user(1001, &rig.sock);
+    assert!(
+        log.contains("MARK read-refused"),
+        "a 0600 file read by another user: {log}"
+    );
+    assert!(
+        log.contains("MARK raw-read-refused"),
+        "another user still maps a 0600 file's data through its old domain: {log}"
+    );
     assert_ne!(
         domain_of(&fs, "/f"),
         d0,
         "the data stayed in the 0644 domain"
     );
     assert!(read_all(&fs, "/f").unwrap() == data, "chmod lost the data");
-    let log = as_user(1001, &rig.sock);
-    assert!(
-        log.contains("MARK read-refused"),
-        "a 0600 file read by another user: {log}"
-    );
 
     fs.chown("/f", Some(1001), Some(1001)).unwrap();
     let st = fs.stat("/f").unwrap();
@@ -205,7 +232,26 @@ fn rename_over_an_existing_file_is_one_operation() {
     fs.sync().unwrap();
     let old = fs.stat("/old").unwrap().ino;
     let reader = fs.open("/old", OpenFlags::default()).unwrap();
+    let new = fs.stat("/new").unwrap().ino;
     fs.rename("/new", "/old").unwrap();
+    // The crash test: libFS ships its journal whenever a lease is revoked, so a crash
+    // may leave any prefix of the records on the volume. Each prefix, applied by the
+    // service's own validator to the volume as it is, must leave /old naming the old
+    // file or the new one, and /new naming the new file only while /old names the old.
+    {
+        let ops = fs.client().state().pending_ops().to_vec();
+        for k in 0..=ops.len() {
+            let names = names_after(&rig.vol, &ops[..k], &["old", "new"]);
+            assert!(
+                names == [Some(old), Some(new)] || names == [Some(new), None],
+                "a crash after record {k} of {} leaves /old -> {:?}, /new -> {:?} \
+                 (old file {old}, new file {new}): {ops:?}",
+                ops.len(),
+                names[0],
+                names[1],
+            );
+        }
+    }
     // One record: no batch boundary can fall between the target's removal and the move.
     {
         let s = fs.client().state();
@@ -233,4 +279,21 @@ fn rename_over_an_existing_file_is_one_operation() {
     assert_eq!(kind, Kind::Free);
     drop(fs);
     rig.stop_and_check();
+}
+
+/// What `names` in the root directory name once `ops` are applied, as the service
+/// would apply them, to the volume at `vol` as it is now (nothing is written).
+fn names_after(vol: &std::path::Path, ops: &[Op], names: &[&str]) -> Vec<Option<u64>> {
+    use pmlab_fs::view::PageSource;
+    let (_f, mut meta) = pmlab_fs::volume::open_meta_ro(vol).unwrap();
+    let sb = pmlab_fs::layout::Superblock::read(&mut meta).unwrap();
+    let out = pmlab_fs::apply::apply_batch(&mut meta, sb, &pmlab_fs::apply::AllRights, ops)
+        .unwrap_or_else(|r| panic!("a prefix of the journal is rejected: {r}"));
+    let mut over = pmlab_fs::overlay::Overlay::new(&mut meta, &out.changes);
+    let mut v = pmlab_fs::view::MediaView::with_sb(&mut over, sb);
+    let root = v.inode(pmlab_fs::layout::ROOT_INO).unwrap();
+    names
+        .iter()
+        .map(|n| pmlab_fs::dir::lookup(&mut v, root.root, n).unwrap())
+        .collect()
 }

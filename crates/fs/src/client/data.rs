@@ -42,7 +42,7 @@ impl State {
             (DataAccess::WriteOnly, _) => DataSpace::WriteOnly,
             (a, Some(fd)) => {
                 let f = std::fs::File::from(fd);
-                DataSpace::Mapped(Map::of_data_file(&f, a == DataAccess::ReadWrite)?)
+                DataSpace::Mapped(Box::new(Map::of_data_file(&f, a == DataAccess::ReadWrite)?))
             }
             (_, None) => return Err(FsError::Protocol("expected a domain descriptor".into())),
         };
@@ -67,7 +67,7 @@ impl State {
     /// it); refused for a domain this client may only write, which it cannot map.
     pub fn data(&mut self, d: u16) -> Result<&mut Map> {
         match self.space(d)? {
-            DataSpace::Mapped(m) => Ok(m),
+            DataSpace::Mapped(m) => Ok(&mut **m),
             DataSpace::WriteOnly => Err(FsError::Denied(format!(
                 "domain {d} is write-only to this client: it has no mapping of it"
             ))),

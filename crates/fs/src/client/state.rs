@@ -34,7 +34,7 @@ const OVERLAY_MAX_PAGES: usize = 8192;
 /// How this client reaches a domain's data.
 pub(crate) enum DataSpace {
     /// Through a mapping (read-only, or read-write if it may write the domain).
-    Mapped(Map),
+    Mapped(Box<Map>),
     /// Through the service: the client may write the domain but not read it.
     WriteOnly,
 }
