@@ -58,6 +58,10 @@ pub struct CoreStats {
     pub memory_reads: u64,
     /// Cycles the core stalled on persistence (barriers, flushes, window ends).
     pub persist_stall_cycles: u64,
+    /// Cycles the core's memory reads waited for their bank, busy with requests queued
+    /// before them (mostly the protocols' log and home writes): a read's time to data
+    /// beyond the unloaded access.
+    pub read_queue_cycles: u64,
 }
 
 /// The machine and the tagged hierarchy.
@@ -148,6 +152,8 @@ impl Core {
             self.stats.memory_reads += 1;
             let arrival = self.m.cycles() + 1 + self.cum[served - 1];
             let ready = self.m.port_read(arrival, line * LINE);
+            let unloaded = self.m.memory_controller().read_cycles();
+            self.stats.read_queue_cycles += (ready - arrival).saturating_sub(unloaded);
             self.m.stall_until(ready);
         } else {
             self.m.advance_cycles(1 + self.cum[served]);
@@ -216,6 +222,22 @@ impl Core {
 mod tests {
     use super::*;
     use pmlab_model::MachineConfig;
+
+    #[test]
+    fn a_read_counts_the_cycles_it_queues_behind_a_write() {
+        let m = Machine::new(MachineConfig::loc(1 << 20)).unwrap();
+        let mut c = Core::new(m, ComputeModel::default()).unwrap();
+        // A write of line 13 (bank 5) issued at cycle 0 holds the bank until 168.
+        assert_eq!(c.m.port_write(0, 13 * LINE, &[0u8; 64]), 168);
+        // Line 5 (bank 5 too) misses everywhere: it reaches the controller at
+        // 1 + 30 = 31, waits until 168 for the bank, and is back at 336.
+        assert_eq!(c.access(5), Ok(3));
+        assert_eq!(c.m.cycles(), 336);
+        assert_eq!(c.stats().read_queue_cycles, 168 - 31);
+        // Line 6 (bank 6, idle) queues behind nothing.
+        c.access(6).unwrap();
+        assert_eq!(c.stats().read_queue_cycles, 137);
+    }
 
     #[test]
     fn access_costs_follow_table_one() {

@@ -59,6 +59,16 @@ pub struct EngineStats {
     pub clflushes: u64,
     /// Fences (S-WAL) or persist barriers the core waited at.
     pub barriers: u64,
+    /// Cycles `TxBegin` stalled until the previous speculation window was persistent,
+    /// and home where the in-place phase is ordered (H-WAL, EC-WAL, LOC-WAL: "CRL stalls new transactions until the current
+    /// speculation window completes", LOC §IV-B; this is also where in-order commit and
+    /// a full window of SD transactions cost time, and the only place: no other wait
+    /// of a transaction on another is modelled).
+    pub window_wait_cycles: u64,
+    /// Of `log_lines`, those written because the LLC evicted a block not yet logged
+    /// (a running transaction's, a committed one's of the window, or an older version
+    /// crowded out: version overflow), rather than at the window's end.
+    pub evicted_log_lines: u64,
 }
 
 /// One protocol's machine-level behaviour.

@@ -162,6 +162,16 @@ pub struct HwConfig {
     /// paper does not say which its H-WAL does. LOC-WAL with SD above 1 and the Kiln
     /// protocols are unchanged. The sensitivity study runs both.
     pub ordered_in_place: bool,
+    /// LOC-WAL's speculation window complete only once its data are home too: when a
+    /// window is persistent in the log, the hardware writes its lines home (overlapped
+    /// across the banks) and the next `TxBegin` waits for them as well. A reading the
+    /// paper leaves open: "CRL stalls new transactions until the current speculation
+    /// window completes" (§IV-B), and the Tx State Table's Phase field follows each
+    /// transaction through "log writing phase, in-place writing phase updating home
+    /// locations or ... the entire write-back", but §IV-C lets home writes happen
+    /// "using the original dirty flag as in a conventional CPU cache". Off by default
+    /// (the in-place writes are lazy); the sensitivity study runs it.
+    pub window_in_place: bool,
 }
 
 impl HwConfig {
@@ -175,6 +185,7 @@ impl HwConfig {
             faults: HwFaults::NONE,
             serial_persist: false,
             ordered_in_place: false,
+            window_in_place: false,
         }
     }
 
@@ -198,6 +209,7 @@ impl HwConfig {
             faults,
             serial: self.serial_persist,
             ordered_in_place: self.ordered_in_place,
+            window_in_place: self.window_in_place,
             ..w
         })
     }

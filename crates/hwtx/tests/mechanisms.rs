@@ -63,6 +63,12 @@ fn h_wal_waits_for_the_log_then_the_commit_record() {
     // waits again.
     assert_eq!(commit, 1 + 1 + 168 + 168);
     assert_eq!(p.durable(), 1, "acknowledged at return");
+    p.begin().unwrap();
+    let s = p.engine().unwrap().stats();
+    assert_eq!(
+        s.window_wait_cycles, 0,
+        "H-WAL waits inside TxCommit, not at TxBegin"
+    );
 }
 
 #[test]
@@ -76,6 +82,9 @@ fn ec_wal_commits_at_once_and_the_next_transaction_waits_once() {
     // The group was issued a cycle after TxCommit (the line gathered into it); the
     // next TxBegin waits for it: one memory write, no commit record.
     assert_eq!(cycles(&p) - t, 1 + 168);
+    let s = p.engine().unwrap().stats();
+    assert_eq!(s.window_wait_cycles, 168, "the stall at TxBegin, counted");
+    assert_eq!(s.evicted_log_lines, 0, "logged at the window's end");
     p.abort().unwrap();
     assert_eq!(p.durable(), 1);
 }
@@ -137,9 +146,49 @@ fn a_full_set_sends_the_oldest_version_to_the_log() {
     let s = p.engine().unwrap().stats();
     assert_eq!(s.version_overflows, 1);
     assert_eq!(s.log_lines, 1);
+    assert_eq!(s.evicted_log_lines, 1, "the overflowing version");
     p.commit().unwrap();
     p.flush().unwrap();
     assert_eq!(p.read_u64(X).unwrap(), 2);
+}
+
+#[test]
+fn a_window_complete_with_its_in_place_writes_costs_one_home_write_more() {
+    // Two transactions of a window of two store X; the next TxBegin waits for the
+    // window's log writes, and with `window_in_place` for X's home write after them
+    // (one line, its bank idle by then: 168 cycles more).
+    let begin_after_window = |in_place: bool| {
+        let cfg = HwConfig {
+            sd: 2,
+            window_in_place: in_place,
+            compute: ComputeModel {
+                per_access: 0,
+                per_tx: 0,
+            },
+            ..HwConfig::new(HwKind::LocWal)
+        };
+        let mut p = HwProtocol::format(Machine::new(loc()).unwrap(), LOG, DATA, cfg).unwrap();
+        one_store(&mut p, 1);
+        one_store(&mut p, 2);
+        let t = cycles(&p);
+        p.begin().unwrap();
+        let s = p.engine().unwrap().stats();
+        (cycles(&p) - t, s.window_wait_cycles, durable_word(&p, X))
+    };
+    let (lazy, lazy_wait, lazy_home) = begin_after_window(false);
+    let (ordered, ordered_wait, ordered_home) = begin_after_window(true);
+    assert_eq!(ordered, lazy + 168);
+    assert_eq!(
+        lazy_wait,
+        lazy - 1,
+        "all but TxBegin's issue cycle is the wait"
+    );
+    assert_eq!(ordered_wait, lazy_wait + 168);
+    assert_eq!(
+        (lazy_home, ordered_home),
+        (0, 2),
+        "X home only when ordered"
+    );
 }
 
 #[test]

@@ -184,6 +184,22 @@ impl Img {
     }
 }
 
+/// How a descent reads the nodes it only searches (the internal nodes on the way, and
+/// the leaf of a lookup). A node that is changed is read whole either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NodeReads {
+    /// Every node read whole (4 KiB, 64 lines): the default, which the other papers'
+    /// reproductions use.
+    #[default]
+    Whole,
+    /// A searched node read as a search in C would touch it: its 16-byte head, the
+    /// keys a binary search over the sorted keys probes, and the one child pointer or
+    /// value it takes — through the transaction interface, so every read is counted.
+    /// Paper 001 does not describe its B+-tree beyond "each 4KB node contains 200
+    /// key(8B)-value(4B) pairs"; this is what its C code would presumably do.
+    Search,
+}
+
 /// A B+-tree whose root and count live in two header words, its nodes in `slab`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tree {
@@ -191,6 +207,66 @@ pub(crate) struct Tree {
     pub root: Addr,
     pub count: Addr,
     pub slab: Slab,
+    /// How searched nodes are read.
+    pub reads: NodeReads,
+}
+
+/// A node searched in place ([`NodeReads::Search`]): only its head read so far.
+struct Probe {
+    addr: Addr,
+    leaf: bool,
+    count: usize,
+    s: Shape,
+}
+
+impl Probe {
+    fn head<T: TxMemory>(m: &mut T, s: Shape, addr: Addr) -> Result<Probe, WorkloadError> {
+        let mut h = [0u8; HEAD];
+        m.tx_read(addr, &mut h)?;
+        Ok(Probe {
+            addr,
+            leaf: h[0] == 1,
+            count: u32::from_le_bytes(h[4..8].try_into().expect("4")) as usize,
+            s,
+        })
+    }
+
+    fn key<T: TxMemory>(&self, m: &mut T, i: usize, out: &mut [u8]) -> Result<(), WorkloadError> {
+        let at = self.addr + (HEAD + i * self.s.key) as u64;
+        Ok(m.tx_read(at, out)?)
+    }
+
+    /// The number of keys below `k` (`or_equal`: at most `k`), reading only the keys
+    /// probed: the same index as [`Img::lower_bound`] and [`Img::route`].
+    fn search<T: TxMemory>(
+        &self,
+        m: &mut T,
+        k: &[u8],
+        or_equal: bool,
+    ) -> Result<usize, WorkloadError> {
+        let mut key = vec![0u8; self.s.key];
+        let (mut lo, mut hi) = (0, self.count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            self.key(m, mid, &mut key)?;
+            if key.as_slice() < k || (or_equal && key.as_slice() == k) {
+                lo = mid + 1
+            } else {
+                hi = mid
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Where slot `i` (value or child) lies.
+    fn slot(&self, i: usize) -> Addr {
+        let (cap, len) = if self.leaf {
+            (self.s.leaf_cap, self.s.val)
+        } else {
+            (self.s.int_cap, 8)
+        };
+        self.addr + (HEAD + cap * self.s.key + i * len) as u64
+    }
 }
 
 /// Where a descent went: each internal node and the child index taken.
@@ -213,6 +289,15 @@ impl Tree {
         }
         let mut path = Vec::new();
         loop {
+            if self.reads == NodeReads::Search {
+                let probe = Probe::head(m, self.shape, at)?;
+                if !probe.leaf {
+                    let i = probe.search(m, k, true)?;
+                    path.push((at, i));
+                    at = m.tx_read_u64(probe.slot(i))?;
+                    continue;
+                }
+            }
             let node = self.load(m, at)?;
             if node.leaf() {
                 return Ok(Some((node, path)));
@@ -223,6 +308,33 @@ impl Tree {
         }
     }
 
+    /// Under [`NodeReads::Search`]: the leaf that holds (or would hold) `k`, searched
+    /// in place, and the index of the first key at least `k` in it, if it is `k`.
+    fn find<T: TxMemory>(
+        &self,
+        m: &mut T,
+        k: &[u8],
+    ) -> Result<Option<(Probe, usize)>, WorkloadError> {
+        let mut at = m.tx_read_u64(self.root)?;
+        if at == 0 {
+            return Ok(None);
+        }
+        loop {
+            let probe = Probe::head(m, self.shape, at)?;
+            if probe.leaf {
+                let i = probe.search(m, k, false)?;
+                if i == probe.count {
+                    return Ok(None);
+                }
+                let mut key = vec![0u8; self.shape.key];
+                probe.key(m, i, &mut key)?;
+                return Ok((key.as_slice() == k).then_some((probe, i)));
+            }
+            let i = probe.search(m, k, true)?;
+            at = m.tx_read_u64(probe.slot(i))?;
+        }
+    }
+
     /// The value of `k`, into `out`; false if absent.
     pub fn get<T: TxMemory>(
         &self,
@@ -230,6 +342,13 @@ impl Tree {
         k: &[u8],
         out: &mut [u8],
     ) -> Result<bool, WorkloadError> {
+        if self.reads == NodeReads::Search {
+            let Some((leaf, i)) = self.find(m, k)? else {
+                return Ok(false);
+            };
+            m.tx_read(leaf.slot(i), out)?;
+            return Ok(true);
+        }
         let Some((leaf, _)) = self.descend(m, k)? else {
             return Ok(false);
         };
@@ -243,6 +362,13 @@ impl Tree {
 
     /// Replaces the value of `k` (present).
     pub fn update<T: TxMemory>(&self, m: &mut T, k: &[u8], v: &[u8]) -> Result<(), WorkloadError> {
+        if self.reads == NodeReads::Search {
+            // Only the value changes: stored where the search found it.
+            if let Some((leaf, i)) = self.find(m, k)? {
+                m.tx_write(leaf.slot(i), v)?;
+            }
+            return Ok(());
+        }
         if let Some((mut leaf, _)) = self.descend(m, k)? {
             let i = leaf.lower_bound(k);
             if i < leaf.count() && leaf.key(i) == k {

@@ -12,7 +12,7 @@
 
 use pmlab_tx::{Batch, Protocol, TxMemory};
 
-use crate::bplus::{NODE, Shape, Tree};
+use crate::bplus::{NODE, NodeReads, Shape, Tree};
 use crate::contents::Contents;
 use crate::error::{CheckError, WorkloadError};
 use crate::header::{Header, STRUCT_OFF};
@@ -61,6 +61,13 @@ impl Map for BpTree {
     }
 }
 
+impl BpTree {
+    /// Sets how searched nodes are read.
+    pub(crate) fn set_node_reads(&mut self, reads: NodeReads) {
+        self.tree.reads = reads;
+    }
+}
+
 impl Structure for BpTree {
     fn footprint(elements: u64) -> u64 {
         // The header may sit anywhere; allow a page to align the nodes.
@@ -82,6 +89,7 @@ impl Structure for BpTree {
                     state: h.state(POOL),
                     workload: NAME,
                 },
+                reads: NodeReads::Whole,
             },
         })
     }

@@ -17,7 +17,7 @@
 
 use pmlab_tx::{Batch, Protocol};
 
-use crate::bplus::{NODE, Shape, Tree};
+use crate::bplus::{NODE, NodeReads, Shape, Tree};
 use crate::contents::Contents;
 use crate::error::{CheckError, WorkloadError};
 use crate::header::{Header, STRUCT_OFF};
@@ -67,6 +67,13 @@ fn value(seed: u64) -> [u8; VALUE] {
     v
 }
 
+impl Db {
+    /// Sets how searched nodes are read.
+    pub(crate) fn set_node_reads(&mut self, reads: NodeReads) {
+        self.tree.reads = reads;
+    }
+}
+
 impl Structure for Db {
     fn footprint(elements: u64) -> u64 {
         STRUCT_OFF + NODE + SHAPE.capacity(2 * elements) * NODE
@@ -87,6 +94,7 @@ impl Structure for Db {
                     state: h.state(POOL),
                     workload: NAME,
                 },
+                reads: NodeReads::Whole,
             },
         })
     }

@@ -61,6 +61,7 @@ pub mod slab;
 mod sps;
 mod workload;
 
+pub use bplus::NodeReads;
 pub use contents::Contents;
 pub use error::{CheckError, WorkloadError};
 pub use keys::{Dist, Picker, ZIPF_THETA, key_of};

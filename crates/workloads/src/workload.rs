@@ -6,6 +6,7 @@ use pmlab_tx::{Area, Batch, Protocol};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::bplus::NodeReads;
 use crate::contents::Contents;
 use crate::error::{CheckError, WorkloadError};
 use crate::header::Header;
@@ -383,6 +384,18 @@ impl Workload {
             header,
             batch: Batch::new(),
         })
+    }
+
+    /// Sets how the B+-tree and the table read the nodes they only search
+    /// ([`NodeReads`]; [`NodeReads::Whole`] unless set). The other workloads have no
+    /// such nodes and ignore it. The structure and its contents are the same either
+    /// way; only the reads differ.
+    pub fn set_node_reads(&mut self, reads: NodeReads) {
+        match &mut self.imp {
+            Imp::BpTree(t) => t.set_node_reads(reads),
+            Imp::Db(t) => t.set_node_reads(reads),
+            _ => {}
+        }
     }
 
     /// The workload.

@@ -9,7 +9,7 @@ use pmlab_hwtx::{EngineStats, HwConfig, HwProtocol};
 use pmlab_model::{Machine, MachineConfig};
 use pmlab_spine::VecMemory;
 use pmlab_tx::{Area, Protocol, RedoProtocol};
-use pmlab_workloads::{Kind, Ops, Params, Workload};
+use pmlab_workloads::{Kind, NodeReads, Ops, Params, Workload};
 use serde::Serialize;
 
 use super::LocError;
@@ -71,6 +71,16 @@ pub struct RunResult {
     pub persist_stall_cycles: u64,
     /// Data lines the protocol logged in the measured part.
     pub log_lines: u64,
+    /// Cycles the core's memory reads waited for a busy bank (measured part).
+    pub read_queue_cycles: u64,
+    /// Cycles `TxBegin` waited for the previous speculation window (measured part).
+    pub window_wait_cycles: u64,
+    /// Of `log_lines`, those logged by an LLC eviction (measured part).
+    pub evicted_log_lines: u64,
+    /// Older versions sent to the log by a full set (measured part).
+    pub version_overflows: u64,
+    /// Writes of data home (measured part).
+    pub home_writes: u64,
     /// Wall-clock seconds of the measured part.
     pub wall_s: f64,
     /// The protocol's counters over the whole run (warm-up included).
@@ -97,14 +107,16 @@ pub fn run(
     let mut mc = MachineConfig::loc(b.image.len() as u64);
     mc.device.read_ns = latency_ns;
     mc.device.write_ns = latency_ns;
-    run_on(b, hw, mc, warmup, txs, seed)
+    run_on(b, hw, mc, NodeReads::Whole, warmup, txs, seed)
 }
 
-/// [`run`] on machine `mc` (LOC's Table I changed by the caller).
+/// [`run`] on machine `mc` (LOC's Table I changed by the caller), the B+-tree and the
+/// table reading the nodes they search as `reads` says.
 pub fn run_on(
     b: &Built,
     hw: HwConfig,
     mut mc: MachineConfig,
+    reads: NodeReads,
     warmup: u64,
     txs: u64,
     seed: u64,
@@ -115,14 +127,13 @@ pub fn run_on(
     let m = Machine::with_image_reusing(mc, image, spare)?;
     let mut p = HwProtocol::format(m, LOG, b.data, hw)?;
     let mut w = Workload::open(&mut p, b.kind, b.data)?;
+    w.set_node_reads(reads);
     let mut ops = Ops::new(seed, &w, &b.params);
     for _ in 0..warmup {
         w.run_tx(&mut p, &mut ops)?;
     }
     let c0 = p.memory().cycles();
-    let before = p
-        .engine()
-        .map(|e| (e.core().stats().clone(), e.stats().log_lines));
+    let before = p.engine().map(|e| (e.core().stats().clone(), e.stats()));
     let t = Instant::now();
     for _ in 0..txs {
         w.run_tx(&mut p, &mut ops)?;
@@ -130,17 +141,23 @@ pub fn run_on(
     p.flush()?;
     let wall_s = t.elapsed().as_secs_f64();
     let e = p.engine().expect("a formatted protocol runs");
-    let (core0, log0) = before.expect("a formatted protocol runs");
+    let (core0, e0) = before.expect("a formatted protocol runs");
     let core = e.core().stats();
+    let es = e.stats();
     let result = RunResult {
         cycles: p.memory().cycles() - c0,
         committed_tx: txs,
         accesses: core.accesses - core0.accesses,
         memory_reads: core.memory_reads - core0.memory_reads,
         persist_stall_cycles: core.persist_stall_cycles - core0.persist_stall_cycles,
-        log_lines: e.stats().log_lines - log0,
+        log_lines: es.log_lines - e0.log_lines,
+        read_queue_cycles: core.read_queue_cycles - core0.read_queue_cycles,
+        window_wait_cycles: es.window_wait_cycles - e0.window_wait_cycles,
+        evicted_log_lines: es.evicted_log_lines - e0.evicted_log_lines,
+        version_overflows: es.version_overflows - e0.version_overflows,
+        home_writes: es.home_writes - e0.home_writes,
         wall_s,
-        stats: e.stats(),
+        stats: es,
     };
     give_back(p.into_memory());
     Ok(result)

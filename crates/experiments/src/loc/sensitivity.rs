@@ -12,7 +12,7 @@
 use pmlab_hwtx::{ComputeModel, HwConfig, HwKind};
 use pmlab_model::MachineConfig;
 use pmlab_report::{Table, write_json};
-use pmlab_workloads::Kind;
+use pmlab_workloads::{Kind, NodeReads};
 use serde_json::{Value, json};
 
 use super::plan::{bar, build_all, parallel};
@@ -36,6 +36,11 @@ pub struct Scenario {
     pub serial: bool,
     /// `HwConfig::ordered_in_place`.
     pub ordered_in_place: bool,
+    /// The B+-tree and the table search nodes rather than read them whole
+    /// ([`NodeReads::Search`]).
+    pub node_search: bool,
+    /// `HwConfig::window_in_place` (LOC-WAL).
+    pub window_in_place: bool,
 }
 
 const DEFAULT: Scenario = Scenario {
@@ -49,10 +54,12 @@ const DEFAULT: Scenario = Scenario {
     banks: 8,
     serial: true,
     ordered_in_place: true,
+    node_search: false,
+    window_in_place: false,
 };
 
 /// The scenarios, the defaults first.
-pub const SCENARIOS: [Scenario; 8] = [
+pub const SCENARIOS: [Scenario; 10] = [
     DEFAULT,
     Scenario {
         name: "looser",
@@ -98,6 +105,18 @@ pub const SCENARIOS: [Scenario; 8] = [
         ..DEFAULT
     },
     Scenario {
+        name: "node-search",
+        what: "B+Tree and SQLite search a node by the lines a binary search touches, not whole",
+        node_search: true,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "window-in-place",
+        what: "LOC-WAL: a window complete (the next TxBegin waits) only once its lines are home too",
+        window_in_place: true,
+        ..DEFAULT
+    },
+    Scenario {
         name: "one-bank",
         what: "memory of one bank (every access queues behind the last; LOC's windows too)",
         banks: 1,
@@ -128,6 +147,7 @@ impl Job {
             compute: s.compute,
             serial_persist: s.serial,
             ordered_in_place: s.ordered_in_place,
+            window_in_place: s.window_in_place,
             ..HwConfig::new(self.kind)
         }
     }
@@ -185,7 +205,12 @@ pub fn run(config: &Config) -> Result<Sensitivity, LocError> {
             .expect("every workload was built");
         let mut mc = MachineConfig::loc(b.image.len() as u64);
         mc.device.banks = s.banks;
-        run::run_on(b, j.hw(), mc, config.warmup, config.txs, config.seed)
+        let reads = if s.node_search {
+            NodeReads::Search
+        } else {
+            NodeReads::Whole
+        };
+        run::run_on(b, j.hw(), mc, reads, config.warmup, config.txs, config.seed)
     })?;
     let m = Results { jobs, results };
     let wall = t.elapsed().as_secs_f64();
@@ -330,7 +355,7 @@ impl Results {
         for s in &SCENARIOS {
             t.note(format!("{}: {}", s.name, s.what));
         }
-        t.note("4 small-tx: Hash, RBTree, SPS, SDG; B+Tree and SQLite read whole 4 KiB nodes");
+        t.note("4 small-tx: Hash, RBTree, SPS, SDG; B+Tree and SQLite read whole 4 KiB nodes (but under node-search)");
         (t, Value::Array(out))
     }
 
@@ -353,11 +378,12 @@ impl Results {
         t
     }
 
-    /// Per workload under the defaults (and the LLC-sized working set): what one
-    /// transaction does and costs.
+    /// Per workload under the defaults (and the LLC-sized working set), then the
+    /// B+-tree and the table searching nodes: what one transaction does and costs, and
+    /// where LOC-WAL's cycles beyond the baseline's go.
     fn profile_table(&self, full: &[Built], small: &[Built]) -> (Table, Value) {
         let mut t = Table::new(
-            "Transaction profile under the defaults (per measured transaction)",
+            "Transaction profile (per measured transaction)",
             &[
                 "workload",
                 "footprint MB",
@@ -368,46 +394,105 @@ impl Results {
                 "H-WAL persist stall",
                 "H-WAL extra cycles",
                 "in-LLC base cycles",
+                "LOC extra cycles",
+                "LOC window wait",
+                "LOC read queue",
+                "base read queue",
+                "LOC extra memory reads",
+                "LOC lines logged",
+                "LOC lines evicted to log",
+                "LOC version overflows",
+                "LOC home writes",
             ],
         );
-        let in_llc = SCENARIOS
-            .iter()
-            .position(|s| s.shrink > 1)
-            .expect("an in-LLC scenario");
+        let in_llc = scenario_index(|s| s.shrink > 1);
+        let search = scenario_index(|s| s.node_search);
         let mut out = Vec::new();
-        for &(w, name) in paper::WORKLOADS.iter() {
-            let b = self.get(0, w, HwKind::Baseline);
-            let h = self.get(0, w, HwKind::HWal);
-            let per = |x: u64, r: &RunResult| x as f64 / r.committed_tx.max(1) as f64;
+        let rows = paper::WORKLOADS
+            .iter()
+            .map(|&(w, name)| (0, w, name.to_string()))
+            .chain(
+                paper::WORKLOADS
+                    .iter()
+                    .filter(|(w, _)| node_reading(*w))
+                    .map(|&(w, name)| (search, w, format!("{name} (node search)"))),
+            );
+        for (scenario, w, name) in rows {
             let fp = |v: &[Built]| v.iter().find(|b| b.kind == w).map_or(0, |b| b.footprint);
             let small_base = self.get(in_llc, w, HwKind::Baseline);
-            let row = [
-                per(b.cycles, b),
-                per(b.accesses, b),
-                per(b.memory_reads, b),
-                per(h.log_lines, h),
-                per(h.persist_stall_cycles, h),
-                per(h.cycles, h) - per(b.cycles, b),
-                per(small_base.cycles, small_base),
-            ];
-            let mut cells = vec![name.to_string(), format!("{:.1}", fp(full) as f64 / 1e6)];
+            let mut row = self.profile_row(scenario, w);
+            row.insert(6, per(small_base.cycles, small_base));
+            let mut cells = vec![name.clone(), format!("{:.1}", fp(full) as f64 / 1e6)];
             cells.extend(row.iter().map(|x| format!("{x:.1}")));
             t.row(cells);
-            out.push(json!({
-                "workload": name,
-                "footprint_bytes": fp(full),
-                "in_llc_footprint_bytes": fp(small),
-                "base_cycles_per_tx": row[0],
-                "line_accesses_per_tx": row[1],
-                "memory_reads_per_tx": row[2],
-                "hwal_lines_logged_per_tx": row[3],
-                "hwal_persist_stall_per_tx": row[4],
-                "hwal_extra_cycles_per_tx": row[5],
-                "in_llc_base_cycles_per_tx": row[6],
-            }));
+            let keys = [
+                "base_cycles_per_tx",
+                "line_accesses_per_tx",
+                "memory_reads_per_tx",
+                "hwal_lines_logged_per_tx",
+                "hwal_persist_stall_per_tx",
+                "hwal_extra_cycles_per_tx",
+                "in_llc_base_cycles_per_tx",
+                "locwal_extra_cycles_per_tx",
+                "locwal_window_wait_per_tx",
+                "locwal_read_queue_per_tx",
+                "base_read_queue_per_tx",
+                "locwal_extra_memory_reads_per_tx",
+                "locwal_lines_logged_per_tx",
+                "locwal_lines_evicted_to_log_per_tx",
+                "locwal_version_overflows_per_tx",
+                "locwal_home_writes_per_tx",
+            ];
+            let mut o = serde_json::Map::new();
+            o.insert("workload".into(), json!(name));
+            o.insert("scenario".into(), json!(SCENARIOS[scenario].name));
+            o.insert("footprint_bytes".into(), json!(fp(full)));
+            o.insert("in_llc_footprint_bytes".into(), json!(fp(small)));
+            for (k, v) in keys.iter().zip(&row) {
+                o.insert((*k).into(), json!(v));
+            }
+            out.push(Value::Object(o));
         }
+        t.note("LOC: LOC-WAL at SD 16. window wait: TxBegin stalled for the previous speculation window (in-order commit; the model's only wait of one transaction on others); read queue: cycles memory reads waited for a bank busy with earlier requests; extra memory reads: LOC-WAL's minus the baseline's");
         (t, Value::Array(out))
     }
+
+    /// One profile row of `scenario` (without the in-LLC column).
+    fn profile_row(&self, scenario: usize, w: Kind) -> Vec<f64> {
+        let b = self.get(scenario, w, HwKind::Baseline);
+        let h = self.get(scenario, w, HwKind::HWal);
+        let l = self.get(scenario, w, HwKind::LocWal);
+        vec![
+            per(b.cycles, b),
+            per(b.accesses, b),
+            per(b.memory_reads, b),
+            per(h.log_lines, h),
+            per(h.persist_stall_cycles, h),
+            per(h.cycles, h) - per(b.cycles, b),
+            per(l.cycles, l) - per(b.cycles, b),
+            per(l.window_wait_cycles, l),
+            per(l.read_queue_cycles, l),
+            per(b.read_queue_cycles, b),
+            per(l.memory_reads, l) - per(b.memory_reads, b),
+            per(l.log_lines, l),
+            per(l.evicted_log_lines, l),
+            per(l.version_overflows, l),
+            per(l.home_writes, l),
+        ]
+    }
+}
+
+/// Per committed transaction.
+fn per(x: u64, r: &RunResult) -> f64 {
+    x as f64 / r.committed_tx.max(1) as f64
+}
+
+/// The first scenario `f` selects.
+fn scenario_index(f: impl Fn(&Scenario) -> bool) -> usize {
+    SCENARIOS
+        .iter()
+        .position(f)
+        .expect("the scenario is in the list")
 }
 
 impl Sensitivity {

@@ -54,6 +54,7 @@ impl HwWal {
             .add_line(&mut self.core.m, now, tx, 0, line, data)
             .map_err(|_| HwError::LogFull)?;
         self.stats.log_lines += 1;
+        self.stats.evicted_log_lines += 1;
         let bpl = self.bpl();
         if let Some(a) = self.active.as_mut().filter(|a| a.hw == Some(tx)) {
             a.logged += bpl;

@@ -76,6 +76,10 @@ pub struct WalConfig {
     /// are written home at once and the next transaction waits for them (see
     /// [`crate::HwConfig::ordered_in_place`]).
     pub ordered_in_place: bool,
+    /// With a speculation degree above 1, a persistent window's lines are written home
+    /// and the next transaction waits for them (see
+    /// [`crate::HwConfig::window_in_place`]).
+    pub window_in_place: bool,
 }
 
 impl WalConfig {
@@ -88,6 +92,7 @@ impl WalConfig {
             faults: RecoveryFaults::default(),
             serial: false,
             ordered_in_place: false,
+            window_in_place: false,
         }
     }
 
@@ -280,10 +285,13 @@ impl Engine for HwWal {
         let per_tx = self.core.compute.per_tx;
         self.core.compute(per_tx);
         if self.window.ended {
-            // The CRL stalls a new transaction until the window is persistent.
+            // The CRL stalls a new transaction until the window is persistent (and,
+            // where the in-place phase is ordered, home).
+            let stalled = self.core.stats().persist_stall_cycles;
             self.core.persist_wait(self.window.done_at);
             self.stats.barriers += 1;
             self.complete_window()?;
+            self.stats.window_wait_cycles += self.core.stats().persist_stall_cycles - stalled;
         }
         self.active = Some(Active::default());
         Ok(())

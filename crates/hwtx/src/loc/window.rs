@@ -223,7 +223,12 @@ impl HwWal {
             first_seq: next_seq,
             ..Window::default()
         };
-        if self.cfg.ordered_in_place && self.cfg.sd == 1 {
+        let in_place = if self.cfg.sd == 1 {
+            self.cfg.ordered_in_place
+        } else {
+            self.cfg.window_in_place
+        };
+        if in_place {
             self.order_in_place(&lines, home_done);
         }
         Ok(())
@@ -244,7 +249,8 @@ impl HwWal {
                 continue;
             }
             let data = self.core.line_data(line);
-            let at = if self.cfg.serial {
+            // Windows of more than one transaction are never serialized.
+            let at = if self.cfg.serial && self.cfg.sd == 1 {
                 done
             } else {
                 self.core.m.cycles()
