@@ -479,3 +479,58 @@ fn kvfs_clients_lock_the_table_bucket_by_bucket() {
     }
     r.stop_and_check();
 }
+
+/// Pages another client freed and the service then reserved to this one are free in
+/// this client's own view too: libFS validates each operation against the mapping plus
+/// the pages it changed since it last waited for the service, and that copy of the
+/// domain's bitmap page may date from before the other client freed them.
+#[test]
+fn pages_freed_by_another_client_serve_this_one() {
+    let r = rig(2000);
+    {
+        let kv1 = Kvfs::open(&r.sock, "/kv", 0o644).unwrap();
+        let kv2 = Kvfs::open(&r.sock, "/kv", 0o644).unwrap();
+        let value = |k: usize| vec![k as u8; 5000];
+        // kv1's keys all fall in one bucket of the table and kv2's in others, so that
+        // no lease moves between them (a revocation would make kv1 wait for the service
+        // and drop its copy).
+        let bucket = kv1.lock_of("a0");
+        let mine: Vec<String> = (0..100_000)
+            .map(|k| format!("a{k}"))
+            .filter(|k| kv1.lock_of(k) == bucket)
+            .take(200)
+            .collect();
+        kv1.put(&mine[0], &value(0)).unwrap();
+        kv1.sync().unwrap();
+        // kv2 fills what kv1 has not reserved.
+        let mut theirs = Vec::new();
+        for k in 0.. {
+            let key = format!("b{k}");
+            if kv2.lock_of(&key) == bucket {
+                continue;
+            }
+            match kv2.put(&key, &value(k)) {
+                Ok(()) => theirs.push(key),
+                Err(FsError::NoSpace(_)) => break,
+                Err(e) => panic!("put {key}: {e}"),
+            }
+        }
+        kv2.sync().unwrap();
+        // kv1 changes the bitmap page (its copy shows kv2's pages taken) ...
+        kv1.put(&mine[1], &value(1)).unwrap();
+        // ... kv2 frees them, and kv1 goes on until the service hands it those.
+        for key in &theirs {
+            assert!(kv2.erase(key).unwrap());
+        }
+        kv2.sync().unwrap();
+        for (k, key) in mine.iter().enumerate().skip(2) {
+            kv1.put(key, &value(k))
+                .unwrap_or_else(|e| panic!("put {key} ({k}): {e}"));
+        }
+        kv1.sync().unwrap();
+        for (k, key) in mine.iter().enumerate() {
+            assert_eq!(kv2.get(key).unwrap(), Some(value(k)), "{key}");
+        }
+    }
+    r.stop_and_check();
+}

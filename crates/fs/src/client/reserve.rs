@@ -2,6 +2,9 @@
 
 use super::state::State;
 use crate::error::{FsError, Result};
+use crate::inode::INODE_SIZE;
+use crate::layout::BITS_PER_PAGE;
+use crate::media::{MediaRead, PAGE, Tag, seal};
 use crate::proto::{Reply, Request};
 
 /// Inodes and pages asked for by the first reservation. Each further reservation asks
@@ -64,6 +67,7 @@ impl State {
     fn collect_reserve(&mut self, id: u64, d: u16) -> Result<(Vec<u64>, Vec<u64>)> {
         match self.conn.wait(id)? {
             (Reply::Reserved { inodes, pages }, _) => {
+                self.refresh_reserved(d, &inodes, &pages)?;
                 self.inodes.extend(inodes.iter().copied());
                 if !pages.is_empty() {
                     self.pages
@@ -75,6 +79,42 @@ impl State {
             }
             _ => Err(FsError::Protocol("expected a reservation".into())),
         }
+    }
+
+    /// What the service reserves is free in the volume as it is now, but this client's
+    /// copies of the pages it changed since it last waited for the service may be older:
+    /// another client may have freed these pages or inodes since. Their entries in those
+    /// copies are brought up to date (a reserved page's bit clear, a reserved inode as
+    /// the mapping has it), so that libFS's own check before shipping sees what the
+    /// service will check, and does not refuse a put the service would accept.
+    fn refresh_reserved(&mut self, d: u16, inodes: &[u64], pages: &[u64]) -> Result<()> {
+        let sb = self.sb;
+        let mut touched = std::collections::BTreeMap::new();
+        let first = sb.dbitmap_of(u64::from(d));
+        for &p in pages {
+            let pno = first + p / BITS_PER_PAGE;
+            if let Some(img) = self.overlay.get_mut(&pno) {
+                let bit = p % BITS_PER_PAGE;
+                img[(bit / 8) as usize] &= !(1u8 << (bit % 8));
+                touched.insert(pno, Tag::Bitmap);
+            }
+        }
+        for &ino in inodes {
+            let (pno, off) = sb.inode_pos(ino);
+            if let Some(img) = self.overlay.get_mut(&pno) {
+                let mut rec = [0u8; INODE_SIZE];
+                self.meta.media_read(pno * PAGE + off as u64, &mut rec)?;
+                img[off..off + INODE_SIZE].copy_from_slice(&rec);
+                touched.insert(pno, Tag::Inodes);
+            }
+        }
+        for (pno, tag) in &touched {
+            if let Some(img) = self.overlay.get_mut(pno) {
+                seal(img, *tag);
+            }
+        }
+        self.cache.forget_pages(&sb, touched.into_keys());
+        Ok(())
     }
 
     /// A free inode reserved to this client.
