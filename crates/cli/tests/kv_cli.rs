@@ -204,8 +204,8 @@ fn the_random_kill_stress_passes_and_catches_sets_without_a_log() {
     // SETs with no log break the store when a kill lands inside one of their few
     // unlogged steps (caught at kills 10, 17 and 52 in three runs seen): 400 kills
     // leave a miss no real chance; the run stops at the first catch. `never-recover`
-    // needs a kill between a commit and the end of its apply, rarer, so it is left to
-    // the long command.
+    // needs a kill between a commit and the end of its apply, rarer at random times;
+    // `crates/kvjmp/tests/kill.rs` kills at every store and catches it there.
     let o = stress("in-place", "400");
     assert!(!o.status.success(), "in-place was not caught: {}", text(&o));
     assert!(text(&o).contains("kill "), "{}", text(&o));

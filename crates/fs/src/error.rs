@@ -60,6 +60,10 @@ pub enum FsError {
     /// The service rejected a batch or a request.
     #[error("service refused: {0}")]
     Refused(String),
+    /// libFS's own check of an operation, the service's rules applied to its view
+    /// before the operation is recorded, failed: nothing was recorded or sent.
+    #[error("operation refused by libFS's check: {0}")]
+    Invalid(String),
     /// The wire protocol was violated.
     #[error("protocol: {0}")]
     Protocol(String),

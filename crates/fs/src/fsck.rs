@@ -175,32 +175,9 @@ impl<R: MediaRead + ?Sized> Checker<'_, R> {
         for p in &pages {
             self.claim_meta(*p, format!("directory inode {ino} ({path}) bucket"));
         }
-        if let Ok(false) = dir::root_reserved_clear(&mut self.view, inode.root) {
-            self.err(
-                format!("inode {ino} ({path})"),
-                format!(
-                    "reserved bytes 0..16 of directory root page {} are not zero",
-                    inode.root
-                ),
-            );
-        }
-        if inode.size != entries.len() as u64 {
-            self.err(
-                format!("inode {ino} ({path})"),
-                format!(
-                    "size says {} entries, table holds {}",
-                    inode.size,
-                    entries.len()
-                ),
-            );
-        }
+        self.check_dir_table(ino, inode, path, entries.len());
         let mut names = BTreeSet::new();
         for (name, child) in entries {
-            let cpath = if path == "/" {
-                format!("/{name}")
-            } else {
-                format!("{path}/{name}")
-            };
             if let Err(e) = dir::check_name(&name) {
                 self.err(format!("inode {ino} ({path})"), e.to_string());
             }
@@ -210,40 +187,65 @@ impl<R: MediaRead + ?Sized> Checker<'_, R> {
                     format!("name {name:?} appears twice"),
                 );
             }
-            if child == 0 || child >= self.sb.inode_count {
-                self.err(
-                    cpath.clone(),
-                    format!("entry names inode {child}, outside the table"),
-                );
-                continue;
+            self.visit_entry(ino, path, &name, child);
+        }
+    }
+
+    /// The directory's root page reserved bytes and its size against its entries.
+    fn check_dir_table(&mut self, ino: u64, inode: &Inode, path: &str, entries: usize) {
+        if let Ok(false) = dir::root_reserved_clear(&mut self.view, inode.root) {
+            self.err(
+                format!("inode {ino} ({path})"),
+                format!(
+                    "reserved bytes 0..16 of directory root page {} are not zero",
+                    inode.root
+                ),
+            );
+        }
+        if inode.size != entries as u64 {
+            self.err(
+                format!("inode {ino} ({path})"),
+                format!("size says {} entries, table holds {entries}", inode.size),
+            );
+        }
+    }
+
+    /// One entry `name -> child` of directory `ino`: the inode it names and
+    /// (first time a file is reached, every time for a directory) what lies below.
+    fn visit_entry(&mut self, ino: u64, path: &str, name: &str, child: u64) {
+        let cpath = if path == "/" {
+            format!("/{name}")
+        } else {
+            format!("{path}/{name}")
+        };
+        if child == 0 || child >= self.sb.inode_count {
+            return self.err(
+                cpath,
+                format!("entry names inode {child}, outside the table"),
+            );
+        }
+        let ci = match self.view.inode(child) {
+            Ok(i) => i,
+            Err(e) => return self.corrupt(e),
+        };
+        *self.refs.entry(child).or_default() += 1;
+        match ci.kind {
+            Kind::Free => self.err(cpath, format!("entry names free inode {child}")),
+            Kind::Dir => {
+                if !self.dirs_seen.insert(child) {
+                    return self.err(cpath, format!("directory inode {child} has a second name"));
+                }
+                if ci.parent != ino {
+                    self.err(
+                        format!("inode {child} ({cpath})"),
+                        format!("parent field says {}, it lives in {ino}", ci.parent),
+                    );
+                }
+                self.walk_dir(child, &ci, &cpath);
             }
-            let ci = match self.view.inode(child) {
-                Ok(i) => i,
-                Err(e) => {
-                    self.corrupt(e);
-                    continue;
-                }
-            };
-            *self.refs.entry(child).or_default() += 1;
-            match ci.kind {
-                Kind::Free => self.err(cpath, format!("entry names free inode {child}")),
-                Kind::Dir => {
-                    if !self.dirs_seen.insert(child) {
-                        self.err(cpath, format!("directory inode {child} has a second name"));
-                        continue;
-                    }
-                    if ci.parent != ino {
-                        self.err(
-                            format!("inode {child} ({cpath})"),
-                            format!("parent field says {}, it lives in {ino}", ci.parent),
-                        );
-                    }
-                    self.walk_dir(child, &ci, &cpath);
-                }
-                Kind::File | Kind::Kv => {
-                    if self.refs[&child] == 1 {
-                        self.check_data(child, &ci, &cpath);
-                    }
+            Kind::File | Kind::Kv => {
+                if self.refs[&child] == 1 {
+                    self.check_data(child, &ci, &cpath);
                 }
             }
         }

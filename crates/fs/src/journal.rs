@@ -287,34 +287,22 @@ pub fn decode_op(b: &[u8], base: usize) -> Result<(Op, usize), DecodeError> {
         pos: 0,
         base: base + 9,
     };
-    let op = match ty {
-        1 => {
-            let parent = p.u64("parent")?;
-            let ino = p.u64("ino")?;
-            let kat = base + 9 + p.pos;
-            let k = p.u8("kind")?;
-            let kind = match Kind::from_u8(k) {
-                Some(k) if k != Kind::Free => k,
-                _ => {
-                    return Err(DecodeError {
-                        offset: kat,
-                        field: "kind",
-                        why: format!("{k} is not an object kind"),
-                    });
-                }
-            };
-            let mode = p.u32("mode")?;
-            let domain = p.u16("domain")?;
-            let name = p.str("name")?;
-            Op::Create {
-                parent,
-                name,
-                ino,
-                kind,
-                mode,
-                domain,
-            }
-        }
+    let op = decode_body(ty, &mut p)?;
+    if p.pos != len {
+        return Err(DecodeError {
+            offset: base + 9 + p.pos,
+            field: "record body",
+            why: format!("{} trailing bytes", len - p.pos),
+        });
+    }
+    Ok((op, c.pos))
+}
+
+/// The operation of a record of type `ty` whose body `p` reads (the record's
+/// header at byte `p.base - 9` of the batch).
+fn decode_body(ty: u8, p: &mut Cursor<'_>) -> Result<Op, DecodeError> {
+    Ok(match ty {
+        1 => decode_create(p)?,
         2..=4 => {
             let parent = p.u64("parent")?;
             let ino = p.u64("ino")?;
@@ -353,20 +341,41 @@ pub fn decode_op(b: &[u8], base: usize) -> Result<(Op, usize), DecodeError> {
         },
         t => {
             return Err(DecodeError {
-                offset: base + 8,
+                offset: p.base - 1,
                 field: "record type",
                 why: format!("{t} is not a record type"),
             });
         }
+    })
+}
+
+/// The body of a create record.
+fn decode_create(p: &mut Cursor<'_>) -> Result<Op, DecodeError> {
+    let parent = p.u64("parent")?;
+    let ino = p.u64("ino")?;
+    let kat = p.base + p.pos;
+    let k = p.u8("kind")?;
+    let kind = match Kind::from_u8(k) {
+        Some(k) if k != Kind::Free => k,
+        _ => {
+            return Err(DecodeError {
+                offset: kat,
+                field: "kind",
+                why: format!("{k} is not an object kind"),
+            });
+        }
     };
-    if p.pos != len {
-        return Err(DecodeError {
-            offset: base + 9 + p.pos,
-            field: "record body",
-            why: format!("{} trailing bytes", len - p.pos),
-        });
-    }
-    Ok((op, c.pos))
+    let mode = p.u32("mode")?;
+    let domain = p.u16("domain")?;
+    let name = p.str("name")?;
+    Ok(Op::Create {
+        parent,
+        name,
+        ino,
+        kind,
+        mode,
+        domain,
+    })
 }
 
 /// Decodes a whole batch; any damage anywhere rejects it whole.

@@ -231,8 +231,15 @@ impl Superblock {
                 "page size {page_size} at byte 12 (this code uses {PAGE})"
             )));
         }
-        let g = |off| le::u64_at(&p[..], off);
-        let sb = Superblock {
+        let sb = Superblock::decode(&p[..]);
+        sb.check_geometry(mem.media_size())?;
+        Ok(sb)
+    }
+
+    /// The superblock's fields as stored (unchecked).
+    fn decode(p: &[u8]) -> Superblock {
+        let g = |off| le::u64_at(p, off);
+        Superblock {
             meta_pages: g(16),
             log_first: g(24),
             log_pages: g(32),
@@ -249,63 +256,51 @@ impl Superblock {
             domain_pages: g(120),
             kv_object_pages: g(128),
             volume_id: g(136),
+        }
+    }
+
+    /// Refuses a geometry that a plan from the same parameters does not reproduce
+    /// exactly (the checksum can be right while the geometry is not: a buggy writer),
+    /// or that does not fit a space of `space` bytes.
+    fn check_geometry(&self, space: u64) -> Result<()> {
+        let at = |offset: u64, why: String| FsError::Corrupt {
+            what: "superblock",
+            at: Location { page: 0, offset },
+            why,
         };
-        // The checksum can be right while the geometry is not (a buggy writer); a plan
-        // from the same parameters must reproduce it exactly.
         let planned = Superblock::plan(&Params {
-            meta_pages: sb.meta_pages,
-            inodes: sb.inode_count,
-            log_pages: sb.log_pages,
-            max_domains: sb.max_domains,
-            domain_pages: sb.domain_pages,
-            kv_object_pages: sb.kv_object_pages,
-            volume_id: sb.volume_id,
-        });
-        match planned {
-            Ok(pl) if pl == sb => {}
-            Ok(pl) => {
-                let off = sb
-                    .fields()
-                    .iter()
-                    .zip(pl.fields().iter())
-                    .find(|(a, b)| a.1 != b.1)
-                    .map(|(a, _)| a.0)
-                    .unwrap_or(0);
-                return Err(FsError::Corrupt {
-                    what: "superblock",
-                    at: Location {
-                        page: 0,
-                        offset: off as u64,
-                    },
-                    why: "geometry field inconsistent with the volume parameters".into(),
-                });
-            }
-            Err(e) => {
-                return Err(FsError::Corrupt {
-                    what: "superblock",
-                    at: Location {
-                        page: 0,
-                        offset: 16,
-                    },
-                    why: e.to_string(),
-                });
-            }
+            meta_pages: self.meta_pages,
+            inodes: self.inode_count,
+            log_pages: self.log_pages,
+            max_domains: self.max_domains,
+            domain_pages: self.domain_pages,
+            kv_object_pages: self.kv_object_pages,
+            volume_id: self.volume_id,
+        })
+        .map_err(|e| at(16, e.to_string()))?;
+        if planned != *self {
+            let off = self
+                .fields()
+                .iter()
+                .zip(planned.fields().iter())
+                .find(|(a, b)| a.1 != b.1)
+                .map(|(a, _)| a.0)
+                .unwrap_or(0);
+            return Err(at(
+                off as u64,
+                "geometry field inconsistent with the volume parameters".into(),
+            ));
         }
-        if sb.meta_pages * PAGE > mem.media_size() {
-            return Err(FsError::Corrupt {
-                what: "superblock",
-                at: Location {
-                    page: 0,
-                    offset: 16,
-                },
-                why: format!(
-                    "{} metadata pages do not fit a space of {} bytes",
-                    sb.meta_pages,
-                    mem.media_size()
+        if self.meta_pages * PAGE > space {
+            return Err(at(
+                16,
+                format!(
+                    "{} metadata pages do not fit a space of {space} bytes",
+                    self.meta_pages
                 ),
-            });
+            ));
         }
-        Ok(sb)
+        Ok(())
     }
 
     /// Page and byte offset of inode `ino` in the inode table.

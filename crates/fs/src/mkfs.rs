@@ -75,6 +75,26 @@ pub fn mkfs_at<M: Memory + ?Sized>(
     }
     crate::redo::MetaLog::format(mem, &sb)?;
 
+    write_bitmaps(mem, &sb, root_dir_page)?;
+    write_inode_table(mem, &sb, owner, root_dir_page, now)?;
+    let mut r = zero_page();
+    seal(&mut r, Tag::DirRoot);
+    write(mem, root_dir_page, &r[..])?;
+    // The superblock goes last: a space whose mkfs was interrupted is not a volume.
+    mem.persist(PAGE, (sb.meta_pages - 1) * PAGE)?;
+    write(mem, 0, &sb.encode()[..])?;
+    mem.persist(0, PAGE)?;
+    Ok(sb)
+}
+
+/// The metadata bitmap (every page up to the root directory's table in use) and each
+/// domain's data bitmap (data page 0 in use: 0 means "hole").
+fn write_bitmaps<M: Memory + ?Sized>(
+    mem: &mut M,
+    sb: &Superblock,
+    root_dir_page: u64,
+) -> Result<()> {
+    let write = |mem: &mut M, pno: u64, page: &[u8]| mem.write(pno * PAGE, page);
     for i in 0..sb.mbitmap_pages {
         let mut b = zero_page();
         let first_bit = i * crate::layout::BITS_PER_PAGE;
@@ -90,7 +110,6 @@ pub fn mkfs_at<M: Memory + ?Sized>(
     for d in 0..sb.max_domains {
         for i in 0..sb.dbitmap_pages {
             let mut b = zero_page();
-            // Data page 0 of every domain is never handed out: 0 means "hole".
             if i == 0 {
                 b[0] = 1;
             }
@@ -98,6 +117,18 @@ pub fn mkfs_at<M: Memory + ?Sized>(
             write(mem, sb.dbitmap_of(d) + i, &b[..])?;
         }
     }
+    Ok(())
+}
+
+/// The inode table, empty but for the root directory owned by `owner`, stamped `now`.
+fn write_inode_table<M: Memory + ?Sized>(
+    mem: &mut M,
+    sb: &Superblock,
+    owner: RootOwner,
+    root_dir_page: u64,
+    now: u64,
+) -> Result<()> {
+    let write = |mem: &mut M, pno: u64, page: &[u8]| mem.write(pno * PAGE, page);
     for i in 0..sb.itable_pages {
         let mut b = zero_page();
         if i == 0 {
@@ -123,12 +154,5 @@ pub fn mkfs_at<M: Memory + ?Sized>(
         seal(&mut b, Tag::Inodes);
         write(mem, sb.itable_first + i, &b[..])?;
     }
-    let mut r = zero_page();
-    seal(&mut r, Tag::DirRoot);
-    write(mem, root_dir_page, &r[..])?;
-    // The superblock goes last: a space whose mkfs was interrupted is not a volume.
-    mem.persist(PAGE, (sb.meta_pages - 1) * PAGE)?;
-    write(mem, 0, &sb.encode()[..])?;
-    mem.persist(0, PAGE)?;
-    Ok(sb)
+    Ok(())
 }

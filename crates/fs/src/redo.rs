@@ -34,8 +34,8 @@
 
 use pmlab_spine::{Addr, Memory};
 use pmlab_tx::{
-    REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoLog, TxError, decode_redo_with, encode_redo,
-    redo_body_len, redo_record_len,
+    REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoLog, RedoRecord, TxError, decode_redo_with,
+    encode_redo, redo_body_len, redo_record_len,
 };
 
 use crate::error::{FsError, Location, Result};
@@ -278,19 +278,12 @@ fn inspect_with<R: MediaRead + ?Sized>(
     faults: FaultPlan,
 ) -> Result<(LogState, LoggedPages)> {
     let (base, len) = area(sb);
-    let corrupt = |offset: u64, why: String| FsError::Corrupt {
-        what: "redo log",
-        at: Location {
-            page: sb.log_first + offset / PAGE,
-            offset: offset % PAGE,
-        },
-        why,
-    };
     let mut header = vec![0u8; REDO_HEADER as usize];
     mem.media_read(base, &mut header)?;
     let magic = le::u64_at(&header, 0);
     if magic != REDO_MAGIC {
-        return Err(corrupt(
+        return Err(log_corrupt(
+            sb,
             0,
             format!(
                 "field `magic` at byte offset 0 of the log: {magic:#018x} is not {REDO_MAGIC:#018x} (a volume formatted before the log was a pmlab-tx redo log?)"
@@ -312,12 +305,41 @@ fn inspect_with<R: MediaRead + ?Sized>(
     if log.records.is_empty() {
         return Ok((LogState::Empty, Vec::new()));
     }
-    // Each record must be whole lines of one metadata page the log may replay; the
-    // pages are rebuilt as replay would leave them, and each must then be sealed.
+    let (pages, in_place) = replayed_pages(mem, sb, log.records)?;
+    let n = pages.len() as u64;
+    let state = if in_place {
+        LogState::Applied(n)
+    } else {
+        LogState::Committed(n)
+    };
+    Ok((state, pages))
+}
+
+/// A damaged log: `why`, at byte `offset` of the log area.
+fn log_corrupt(sb: &Superblock, offset: u64, why: String) -> FsError {
+    FsError::Corrupt {
+        what: "redo log",
+        at: Location {
+            page: sb.log_first + offset / PAGE,
+            offset: offset % PAGE,
+        },
+        why,
+    }
+}
+
+/// The metadata pages a checksum-valid log's records would leave, rebuilt as replay
+/// would (each record must be whole lines of one page the log may replay, a page's
+/// records consecutive, every page sealed after), and whether all of them already
+/// read so in place.
+fn replayed_pages<R: MediaRead + ?Sized>(
+    mem: &mut R,
+    sb: &Superblock,
+    records: Vec<RedoRecord>,
+) -> Result<(LoggedPages, bool)> {
     let mut pages: LoggedPages = Vec::new();
     let mut at = REDO_HEADER;
     let mut in_place = true;
-    for r in log.records {
+    for r in records {
         let pno = r.addr / PAGE;
         let line = pmlab_spine::LINE;
         let len = r.data.len() as u64;
@@ -327,7 +349,8 @@ fn inspect_with<R: MediaRead + ?Sized>(
             && pno < sb.meta_pages
             && !(sb.log_first..sb.log_first + sb.log_pages).contains(&pno);
         if !one_page || !reachable {
-            return Err(corrupt(
+            return Err(log_corrupt(
+                sb,
                 at,
                 format!(
                     "field `addr`/`len` of a record: {len} bytes at {:#x} are not whole lines of one metadata page the log may replay",
@@ -337,7 +360,8 @@ fn inspect_with<R: MediaRead + ?Sized>(
         }
         if pages.last().is_none_or(|(p, _)| *p != pno) {
             if let Some(done) = pages.iter().position(|(p, _)| *p == pno) {
-                return Err(corrupt(
+                return Err(log_corrupt(
+                    sb,
                     at,
                     format!("records of page {pno} are not consecutive (after record {done})"),
                 ));
@@ -352,21 +376,14 @@ fn inspect_with<R: MediaRead + ?Sized>(
         img[off..off + r.data.len()].copy_from_slice(&r.data);
         at += redo_record_len(len);
     }
-    for (pno, img) in &pages {
-        if !sealed(img, *pno) {
-            return Err(corrupt(
-                REDO_HEADER,
-                format!("page {pno} as the log would replay it is not a sound sealed page"),
-            ));
-        }
+    if let Some((pno, _)) = pages.iter().find(|(pno, img)| !sealed(img, *pno)) {
+        return Err(log_corrupt(
+            sb,
+            REDO_HEADER,
+            format!("page {pno} as the log would replay it is not a sound sealed page"),
+        ));
     }
-    let n = pages.len() as u64;
-    let state = if in_place {
-        LogState::Applied(n)
-    } else {
-        LogState::Committed(n)
-    };
-    Ok((state, pages))
+    Ok((pages, in_place))
 }
 
 /// Whether `img` is a sound sealed page for page `pno` (its trailer's CRC matches its

@@ -35,7 +35,7 @@ pub mod workload;
 
 use pmlab_model::{
     ChaosConfig, CrashImage, ExploreOptions, Granularity, Machine, MachineConfig, PendingChoice,
-    PointKind,
+    PointKind, Recording,
 };
 use pmlab_spine::Memory;
 use rand::SeedableRng;
@@ -461,45 +461,58 @@ pub fn run(cfg: &Config) -> Result<Report, CrashTestError> {
             report.ops_by_kind[k] += 1;
         }
         let mut oracle = Oracle::new(cfg.faults, &before, &after);
-        // Images whose recovery replays the log, to crash that recovery in turn.
-        let mut replays: Vec<(Vec<u8>, Recovered)> = Vec::new();
-        if let Some(o) = rec.overflow() {
-            return Err(o.into());
-        }
-        let explored = rec.explore(&opts, |c: &CrashImage<'_>| {
-            let v = oracle.judge(c.bytes)?;
-            if v.replayed && replays.len() < cfg.recovery_crashes {
-                replays.push((c.bytes.to_vec(), v.state));
-            }
-            // The commit returned at the end of the recording: the batch is acknowledged.
-            if c.kind == PointKind::End && v.state != Recovered::After {
-                return Err("the commit returned (the batch was acknowledged) but the crash image recovers to the state before it".into());
-            }
-            Ok(())
-        });
-        report.points += explored.points;
-        report.images += explored.images;
-        let mut failures: Vec<Failure> = explored
-            .failures
-            .into_iter()
-            .map(|f| Failure::of(batch, f, ""))
-            .collect();
-        for (image, want) in replays {
-            let (points, images, more) =
-                explore_recovery(cfg, &opts, &mut oracle, batch, image, want)?;
-            report.recovery_points += points;
-            report.recovery_images += images;
-            failures.extend(more);
-        }
-        let (distinct, b, a) = oracle.counts();
-        report.distinct_images += distinct;
-        report.recovered_before += b;
-        report.recovered_after += a;
-        report.failures.extend(failures);
+        explore_batch(cfg, &opts, &mut oracle, batch, &rec, &mut report)?;
         if report.failures.len() >= cfg.max_failures {
             break;
         }
         before = after;
     }
     Ok(report)
+}
+
+/// Every crash point of one batch's recorded commit, judged by `oracle`, then the
+/// recoveries of up to `cfg.recovery_crashes` of its images that replay the log.
+fn explore_batch(
+    cfg: &Config,
+    opts: &ExploreOptions,
+    oracle: &mut Oracle<'_>,
+    batch: usize,
+    rec: &Recording,
+    report: &mut Report,
+) -> Result<(), CrashTestError> {
+    // Images whose recovery replays the log, to crash that recovery in turn.
+    let mut replays: Vec<(Vec<u8>, Recovered)> = Vec::new();
+    if let Some(o) = rec.overflow() {
+        return Err(o.into());
+    }
+    let explored = rec.explore(opts, |c: &CrashImage<'_>| {
+        let v = oracle.judge(c.bytes)?;
+        if v.replayed && replays.len() < cfg.recovery_crashes {
+            replays.push((c.bytes.to_vec(), v.state));
+        }
+        // The commit returned at the end of the recording: the batch is acknowledged.
+        if c.kind == PointKind::End && v.state != Recovered::After {
+            return Err("the commit returned (the batch was acknowledged) but the crash image recovers to the state before it".into());
+        }
+        Ok(())
+    });
+    report.points += explored.points;
+    report.images += explored.images;
+    let mut failures: Vec<Failure> = explored
+        .failures
+        .into_iter()
+        .map(|f| Failure::of(batch, f, ""))
+        .collect();
+    for (image, want) in replays {
+        let (points, images, more) = explore_recovery(cfg, opts, oracle, batch, image, want)?;
+        report.recovery_points += points;
+        report.recovery_images += images;
+        failures.extend(more);
+    }
+    let (distinct, b, a) = oracle.counts();
+    report.distinct_images += distinct;
+    report.recovered_before += b;
+    report.recovered_after += a;
+    report.failures.extend(failures);
+    Ok(())
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use pmlab_native::{CpuPersistFeatures, PersistMode};
 use pmlab_spine::Memory;
-use pmlab_tx::{Area, FaultPlan, Protocol, Recovery, RedoProtocol};
+use pmlab_tx::{Area, FaultPlan, Protocol, Recovery, RedoBuffers, RedoProtocol};
 use pmlab_vas::native::{Mechanism, MechanismChoice, NativeSpaces, SegLock};
 use pmlab_vas::{Access, AttachTo, Mode, SegCtl, SegId, SpaceJmp, VasError, VasHandle};
 
@@ -66,6 +66,8 @@ pub struct KvStore {
     scratch: Scratch,
     last_recovery: Option<Recovery>,
     dead_holders: Vec<u32>,
+    /// The redo protocol's buffers, kept from one SET to the next.
+    redo_buffers: RedoBuffers,
 }
 
 impl KvStore {
@@ -174,6 +176,7 @@ impl KvStore {
             scratch: unsafe { Scratch::new(scratch_base, SCRATCH_BYTES as usize) },
             last_recovery: None,
             dead_holders: Vec::new(),
+            redo_buffers: RedoBuffers::default(),
         })
     }
 
@@ -391,13 +394,14 @@ impl KvStore {
         // transaction is in place and replaying it (as recovery would, the log never
         // being cleared) would change nothing.
         let applied = self.root_u64(&h, root::RECOVERED) == recoveries;
-        let mut p = if applied || self.faults.never_recover {
+        let p = if applied || self.faults.never_recover {
             RedoProtocol::attach_applied(self.mem(), log, data)?.with_faults(self.faults.tx)
         } else {
             let mut p = RedoProtocol::attach(self.mem(), log, data)?.with_faults(self.faults.tx);
             self.last_recovery = Some(p.recover()?);
             p
         };
+        let mut p = p.with_buffers(std::mem::take(&mut self.redo_buffers));
         p.begin()?;
         let r = (|| {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
@@ -405,16 +409,15 @@ impl KvStore {
             }
             dict::set(&mut p, &h, &key, &value)
         })();
-        match r {
-            Ok(effect) => {
-                p.commit()?;
-                Ok(effect)
-            }
-            Err(e) => {
-                p.abort()?;
-                Err(map(e, &self.name))
-            }
-        }
+        let out = match r {
+            Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),
+            Err(e) => p
+                .abort()
+                .map_err(KvError::from)
+                .and(Err(map(e, &self.name))),
+        };
+        self.redo_buffers = p.into_buffers();
+        out
     }
 
     /// Checks the whole store under the shared lock (see [`crate::check`]).

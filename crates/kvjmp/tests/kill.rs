@@ -22,13 +22,17 @@ const KEYS: u64 = 40;
 
 fn faults(name: &str) -> Faults {
     match name {
-        "correct" | "correct-resident" => Faults::default(),
+        "correct" | "correct-resident" | "correct-implicit" => Faults::default(),
         "in-place" => Faults {
             in_place: true,
             ..Faults::default()
         },
         "recovery-skips-replay" => Faults {
             tx: FaultPlan::broken(Fault::RedoRecoverySkipsReplay),
+            ..Faults::default()
+        },
+        "never-recover" => Faults {
+            never_recover: true,
             ..Faults::default()
         },
         other => panic!("unknown variant {other}"),
@@ -43,6 +47,12 @@ fn mechanism(variant: &str) -> MechanismChoice {
     } else {
         MechanismChoice::Auto
     }
+}
+
+/// Whether the sweep leaves recovery to the next client's first SET (instead of
+/// running `recover` after each kill).
+fn recovers_by_set(variant: &str) -> bool {
+    matches!(variant, "correct-implicit" | "never-recover")
 }
 
 /// The j-th SET of the sequence: keys cycle so that SETs insert, replace in place,
@@ -119,8 +129,16 @@ fn sweep(test: &str, variant: &str) -> Result<u32, String> {
         let mut s = KvStore::open_with(dir.path(), "k", true, mechanism(variant))
             .unwrap()
             .with_faults(faults(variant));
-        s.recover()
-            .map_err(|e| format!("kill at store {kill_at}: recovery failed: {e}"))?;
+        if recovers_by_set(variant) {
+            // No explicit recovery: a SET of a key of its own must recover first.
+            let (pk, pv) = (format!("probe:{kill_at}").into_bytes(), b"p".to_vec());
+            s.set(&pk, &pv)
+                .map_err(|e| format!("kill at store {kill_at}: the next SET failed: {e}"))?;
+            reference.insert(pk, pv);
+        } else {
+            s.recover()
+                .map_err(|e| format!("kill at store {kill_at}: recovery failed: {e}"))?;
+        }
         if killed && s.dead_holders().is_empty() {
             return Err(format!(
                 "kill at store {kill_at}: the dead writer's lock was not reported cleared"
@@ -172,12 +190,12 @@ fn role() {
             _ => {
                 let test = std::env::var("KV_TEST").unwrap();
                 match (sweep(&test, &variant), variant.as_str()) {
-                    (Ok(kills), "correct" | "correct-resident") => assert!(
+                    (Ok(kills), "correct" | "correct-resident" | "correct-implicit") => assert!(
                         kills >= 30,
                         "only {kills} of 40 writers died at their store"
                     ),
                     (Ok(_), v) => panic!("the broken variant {v} was not caught"),
-                    (Err(e), "correct" | "correct-resident") => panic!("{e}"),
+                    (Err(e), "correct" | "correct-resident" | "correct-implicit") => panic!("{e}"),
                     (Err(e), v) => eprintln!("caught {v}: {e}"),
                 }
             }
@@ -247,4 +265,25 @@ fn the_kill_test_catches_a_recovery_that_skips_the_replay() {
         "recovery-skips-replay",
     );
     assert!(t.contains("caught recovery-skips-replay"), "{t}");
+}
+
+/// The sweep with no explicit recovery after a kill: the next client's first SET
+/// recovers the store by itself (what every SET does first).
+#[test]
+fn a_killed_writer_is_recovered_by_the_next_set() {
+    role();
+    run(
+        "a_killed_writer_is_recovered_by_the_next_set",
+        "correct-implicit",
+    );
+}
+
+#[test]
+fn the_kill_test_catches_sets_that_never_recover() {
+    role();
+    let t = run(
+        "the_kill_test_catches_sets_that_never_recover",
+        "never-recover",
+    );
+    assert!(t.contains("caught never-recover"), "{t}");
 }

@@ -38,6 +38,16 @@ pub struct RedoProtocol<M: Memory> {
     stats: TxStats,
 }
 
+/// The buffers a redo protocol fills in every transaction (its write set and the log
+/// image it encodes), for a caller that attaches a protocol per transaction — the
+/// key-value store attaches one per SET, since another writer may have committed in
+/// between — so that a commit allocates nothing once they have grown.
+#[derive(Debug, Default)]
+pub struct RedoBuffers {
+    writes: WriteSet,
+    buf: Vec<u8>,
+}
+
 fn corrupt(log: Area, offset: u64, field: &'static str, problem: String) -> TxError {
     TxError::Corrupt {
         structure: "redo log",
@@ -98,6 +108,24 @@ impl<M: Memory> RedoProtocol<M> {
             buf: Vec::new(),
             committed: 0,
             stats: TxStats::default(),
+        }
+    }
+
+    /// Takes `b` as the buffers of its write set and log image (see [`RedoBuffers`]).
+    pub fn with_buffers(mut self, mut b: RedoBuffers) -> Self {
+        b.writes.clear();
+        self.writes = b.writes;
+        self.buf = b.buf;
+        self
+    }
+
+    /// Gives back the write set's and log image's buffers, emptied but with their
+    /// capacity, for the next protocol attached to reuse.
+    pub fn into_buffers(mut self) -> RedoBuffers {
+        self.writes.clear();
+        RedoBuffers {
+            writes: self.writes,
+            buf: self.buf,
         }
     }
 

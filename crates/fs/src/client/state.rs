@@ -213,7 +213,7 @@ impl State {
             };
             let mut o = Overlay::for_txn(&mut self.meta, &self.overlay);
             apply_batch_from(&mut o, sb, &auth, &ops, self.meta_cursor)
-                .map_err(|r| FsError::Refused(r.why))?
+                .map_err(|r| FsError::Invalid(r.why))?
         };
         drop(leases);
         self.meta_cursor = out.meta_cursor;
