@@ -39,6 +39,9 @@ pub struct Scenario {
     /// The B+-tree and the table search nodes rather than read them whole
     /// ([`NodeReads::Search`]).
     pub node_search: bool,
+    /// The B+-tree and the table search nodes and edit changed leaves in place
+    /// ([`NodeReads::Edit`]).
+    pub leaf_edit: bool,
     /// `HwConfig::window_in_place` (LOC-WAL).
     pub window_in_place: bool,
     /// What a block-group block is (`HwConfig::reading`).
@@ -61,6 +64,7 @@ const DEFAULT: Scenario = Scenario {
     serial: true,
     ordered_in_place: true,
     node_search: false,
+    leaf_edit: false,
     window_in_place: false,
     reading: Reading::Line,
     serial_windows: false,
@@ -68,7 +72,7 @@ const DEFAULT: Scenario = Scenario {
 };
 
 /// The scenarios, the defaults first.
-pub const SCENARIOS: [Scenario; 13] = [
+pub const SCENARIOS: [Scenario; 14] = [
     DEFAULT,
     Scenario {
         name: "looser",
@@ -117,6 +121,12 @@ pub const SCENARIOS: [Scenario; 13] = [
         name: "node-search",
         what: "B+Tree and SQLite search a node by the lines a binary search touches, not whole",
         node_search: true,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "leaf-edit",
+        what: "node-search, and a changed leaf edited in place: only the pairs an insert or delete shifts read and written",
+        leaf_edit: true,
         ..DEFAULT
     },
     Scenario {
@@ -238,7 +248,9 @@ pub fn run(config: &Config) -> Result<Sensitivity, LocError> {
             .expect("every workload was built");
         let mut mc = MachineConfig::loc(b.image.len() as u64);
         mc.device.banks = s.banks;
-        let reads = if s.node_search {
+        let reads = if s.leaf_edit {
+            NodeReads::Edit
+        } else if s.node_search {
             NodeReads::Search
         } else {
             NodeReads::Whole
@@ -443,18 +455,8 @@ impl Results {
             ],
         );
         let in_llc = scenario_index(|s| s.shrink > 1);
-        let search = scenario_index(|s| s.node_search);
         let mut out = Vec::new();
-        let rows = paper::WORKLOADS
-            .iter()
-            .map(|&(w, name)| (0, w, name.to_string()))
-            .chain(
-                paper::WORKLOADS
-                    .iter()
-                    .filter(|(w, _)| node_reading(*w))
-                    .map(|&(w, name)| (search, w, format!("{name} (node search)"))),
-            );
-        for (scenario, w, name) in rows {
+        for (scenario, w, name) in profile_rows() {
             let fp = |v: &[Built]| v.iter().find(|b| b.kind == w).map_or(0, |b| b.footprint);
             let small_base = self.get(in_llc, w, HwKind::Baseline);
             let mut row = self.profile_row(scenario, w);
@@ -519,13 +521,33 @@ impl Results {
     }
 }
 
+/// The profile's rows: every workload under the defaults, then the B+-tree and the
+/// table searching nodes, and editing their leaves in place.
+fn profile_rows() -> Vec<(usize, Kind, String)> {
+    let mut rows: Vec<(usize, Kind, String)> = paper::WORKLOADS
+        .iter()
+        .map(|&(w, name)| (0, w, name.to_string()))
+        .collect();
+    for (scenario, label) in [
+        (scenario_index(|s| s.node_search), "node search"),
+        (scenario_index(|s| s.leaf_edit), "leaf edit"),
+    ] {
+        for &(w, name) in paper::WORKLOADS.iter().filter(|(w, _)| node_reading(*w)) {
+            rows.push((scenario, w, format!("{name} ({label})")));
+        }
+    }
+    rows
+}
+
 /// The rows of the extra-cycles split: the defaults, then every scenario that changes
 /// only the workloads' reads or LOC-WAL's machine-level behaviour.
 fn split_scenarios() -> Vec<usize> {
     SCENARIOS
         .iter()
         .enumerate()
-        .filter(|(i, s)| *i == 0 || s.node_search || s.window_in_place || s.loc_variant)
+        .filter(|(i, s)| {
+            *i == 0 || s.node_search || s.leaf_edit || s.window_in_place || s.loc_variant
+        })
         .map(|(i, _)| i)
         .collect()
 }
@@ -534,17 +556,7 @@ impl Results {
     /// Appends to the profile, per row, LOC-WAL's extra cycles split into the ledger's
     /// parts (per transaction; they sum to the `LOC extra cycles` column).
     fn add_loc_split(&self, t: &mut Table) {
-        let search = scenario_index(|s| s.node_search);
-        let rows: Vec<(usize, Kind)> = paper::WORKLOADS
-            .iter()
-            .map(|&(w, _)| (0, w))
-            .chain(
-                paper::WORKLOADS
-                    .iter()
-                    .filter(|(w, _)| node_reading(*w))
-                    .map(|&(w, _)| (search, w)),
-            )
-            .collect();
+        let rows: Vec<(usize, Kind)> = profile_rows().into_iter().map(|(s, w, _)| (s, w)).collect();
         let b = self.get(0, paper::WORKLOADS[0].0, HwKind::Baseline);
         let cols: Vec<String> = split::part_names(b)
             .into_iter()
@@ -575,7 +587,7 @@ impl Results {
         t.note("LOC extra: X — LOC-WAL's cycles of kind X minus the baseline's, per transaction (the cycle ledger; the parts sum to LOC extra cycles exactly, up to the rounding shown)");
     }
 
-    /// H-WAL's, EC-WAL's and LOC-WAL's cycles beyond the baseline's, split into the
+    /// S-WAL's, H-WAL's, EC-WAL's and LOC-WAL's cycles beyond the baseline's, split into the
     /// ledger's parts, and their accesses served by each level beside the baseline's.
     fn extra_table(&self) -> (Table, Value) {
         let b0 = self.get(0, paper::WORKLOADS[0].0, HwKind::Baseline);
@@ -601,7 +613,7 @@ impl Results {
         for s in split_scenarios() {
             for &(w, name) in paper::WORKLOADS.iter() {
                 let b = self.get(s, w, HwKind::Baseline);
-                for k in [HwKind::HWal, HwKind::EcWal, HwKind::LocWal] {
+                for k in PROTOCOLS {
                     let p = self.get(s, w, k);
                     let n = p.committed_tx.max(1) as f64;
                     let parts = split::extra_parts(b, p);
