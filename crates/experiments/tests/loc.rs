@@ -81,3 +81,40 @@ fn the_sensitivity_study_starts_from_the_reproductions_defaults() {
         assert!(avg(1, p) > avg(0, p), "{p}: {} vs {}", avg(1, p), avg(0, p));
     }
 }
+
+/// Every cycle of a measured run is booked in its ledger under a name: the parts sum to
+/// the run's cycles exactly, for every protocol (both orderings), so a difference of two
+/// runs splits into parts that sum to it. A cycle charged outside the core's doors would
+/// break the sum.
+#[test]
+fn every_cycle_of_a_run_is_in_its_ledger() {
+    use pmlab_hwtx::{HwConfig, HwKind};
+    use pmlab_workloads::Kind;
+    let config = toy(tempfile::tempdir().unwrap().path().to_path_buf());
+    for kind in [Kind::HashTable, Kind::BpTree] {
+        let built = loc::run::build(kind, config.params(kind)).expect("built");
+        for hw in HwKind::ALL {
+            for strict in [false, true] {
+                let cfg = HwConfig {
+                    serial_persist: strict,
+                    ordered_in_place: strict,
+                    ..HwConfig::new(hw)
+                };
+                let r = loc::run::run(&built, cfg, 168, 5, 30, 1).expect("runs");
+                let parts: u64 = r.ledger.parts().iter().map(|(_, c)| c).sum();
+                assert_eq!(
+                    r.ledger.total(),
+                    r.cycles,
+                    "{kind:?} {hw:?} strict {strict}"
+                );
+                assert_eq!(parts, r.cycles, "{kind:?} {hw:?} strict {strict}");
+                assert_eq!(
+                    r.ledger.served.iter().sum::<u64>(),
+                    r.accesses,
+                    "{kind:?} {hw:?}: every access served somewhere"
+                );
+                assert_eq!(r.ledger.served.last(), Some(&r.memory_reads));
+            }
+        }
+    }
+}

@@ -69,7 +69,7 @@ pub(crate) fn write_back_all(core: &mut Core, stats: &mut EngineStats) {
             stats.home_writes += 1;
         }
     }
-    core.m.persist_barrier(done);
+    core.persist_wait(done, crate::ledger::Wait::Flush);
 }
 
 impl Engine for Baseline {

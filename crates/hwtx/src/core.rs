@@ -25,6 +25,7 @@ use pmlab_model::Machine;
 use pmlab_spine::LINE;
 
 use crate::hierarchy::{Hierarchy, Overflow};
+use crate::ledger::{CycleLedger, Wait};
 
 /// The instructions of the workload's own computation, charged per operation.
 ///
@@ -75,6 +76,7 @@ pub struct Core {
     /// The workload's computation.
     pub compute: ComputeModel,
     stats: CoreStats,
+    ledger: CycleLedger,
 }
 
 impl std::fmt::Debug for Core {
@@ -122,18 +124,26 @@ impl Core {
                 sum
             })
             .collect();
+        let ledger = CycleLedger::new(levels.len());
         Ok(Core {
             m,
             h,
             cum,
             compute,
             stats: CoreStats::default(),
+            ledger,
         })
     }
 
     /// Counters so far.
     pub fn stats(&self) -> &CoreStats {
         &self.stats
+    }
+
+    /// Where the core's cycles went since it was made: its total is exactly the cycles
+    /// the clock moved through this core.
+    pub fn ledger(&self) -> &CycleLedger {
+        &self.ledger
     }
 
     /// Cycles of reaching the LLC (L2 and LLC latencies: a line moving from the upper
@@ -148,35 +158,51 @@ impl Core {
         self.stats.accesses += 1;
         self.m.count_instructions(1);
         let served = self.h.access(line)?;
+        self.ledger.served[served] += 1;
         if served == self.cum.len() {
             self.stats.memory_reads += 1;
-            let arrival = self.m.cycles() + 1 + self.cum[served - 1];
+            let now = self.m.cycles();
+            let arrival = now + 1 + self.cum[served - 1];
             let ready = self.m.port_read(arrival, line * LINE);
             let unloaded = self.m.memory_controller().read_cycles();
-            self.stats.read_queue_cycles += (ready - arrival).saturating_sub(unloaded);
+            let queued = (ready - arrival).saturating_sub(unloaded);
+            self.stats.read_queue_cycles += queued;
+            self.ledger.read_queue += queued;
+            self.ledger.level_cycles[served] += ready - now - queued;
             self.m.stall_until(ready);
         } else {
-            self.m.advance_cycles(1 + self.cum[served]);
+            let cycles = 1 + self.cum[served];
+            self.ledger.level_cycles[served] += cycles;
+            self.m.advance_cycles(cycles);
         }
         Ok(served)
     }
 
     /// Charges `n` instructions of computation.
     pub fn compute(&mut self, n: u64) {
+        self.ledger.compute += n;
         self.m.count_instructions(n);
         self.m.advance_cycles(n);
     }
 
     /// One transactional or flush instruction's issue cycle.
     pub fn instruction(&mut self) {
-        self.compute(1);
+        self.protocol_cycles(1);
     }
 
-    /// Waits until `cycle` for persistence, counting the stall.
-    pub fn persist_wait(&mut self, cycle: u64) {
+    /// `n` instructions of the protocol's own (not the workload's computation).
+    pub fn protocol_cycles(&mut self, n: u64) {
+        self.ledger.instructions += n;
+        self.m.count_instructions(n);
+        self.m.advance_cycles(n);
+    }
+
+    /// Waits until `cycle` for persistence, counting the stall under `why`.
+    pub fn persist_wait(&mut self, cycle: u64, why: Wait) {
         let now = self.m.cycles();
         if cycle > now {
             self.stats.persist_stall_cycles += cycle - now;
+            self.ledger.add_wait(why, cycle - now);
         }
         self.m.persist_barrier(cycle);
     }
@@ -221,6 +247,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::Wait;
     use pmlab_model::MachineConfig;
 
     #[test]
@@ -237,6 +264,39 @@ mod tests {
         // Line 6 (bank 6, idle) queues behind nothing.
         c.access(6).unwrap();
         assert_eq!(c.stats().read_queue_cycles, 137);
+    }
+
+    #[test]
+    fn the_ledger_books_each_cycle_by_hand() {
+        let m = Machine::new(MachineConfig::loc(1 << 20)).unwrap();
+        let mut c = Core::new(m, ComputeModel::default()).unwrap();
+        // A write of line 13 holds bank 5 until 168.
+        let w = c.m.port_write(0, 13 * LINE, &[0u8; 64]);
+        c.compute(3); // 0 -> 3: computation
+        c.instruction(); // 3 -> 4: a protocol instruction
+        // Line 5 (bank 5) misses: it reaches the controller at 4 + 1 + 30 = 35, waits
+        // for the bank until 168 (133 queued), is back at 336: 199 unloaded cycles.
+        assert_eq!(c.access(5), Ok(3));
+        assert_eq!(c.m.cycles(), 336);
+        c.access(5).unwrap(); // an L1 hit: 2 cycles, 338
+        c.h.invalidate_upper(5);
+        c.access(5).unwrap(); // an LLC hit: 1 + 1 + 8 + 21 = 31 cycles, 369
+        c.persist_wait(w, Wait::Fence); // 168 has passed: nothing
+        c.persist_wait(400, Wait::Window); // 31 cycles
+        c.persist_wait(410, Wait::Checkpoint); // 10 cycles
+        assert_eq!(c.m.cycles(), 410);
+        let l = c.ledger();
+        assert_eq!(l.compute, 3);
+        assert_eq!(l.instructions, 1);
+        assert_eq!(l.served, vec![1, 0, 1, 1]);
+        assert_eq!(l.level_cycles, vec![2, 0, 31, 199]);
+        assert_eq!(l.read_queue, 133);
+        assert_eq!(l.wait(Wait::Window), 31);
+        assert_eq!(l.wait(Wait::Checkpoint), 10);
+        assert_eq!(l.wait(Wait::Fence), 0);
+        assert_eq!(l.total(), 410);
+        let names: Vec<String> = l.parts().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(&names[2..7], ["l1", "l2", "llc", "memory", "read_queue"]);
     }
 
     #[test]

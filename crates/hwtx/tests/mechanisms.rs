@@ -192,6 +192,44 @@ fn a_window_complete_with_its_in_place_writes_costs_one_home_write_more() {
 }
 
 #[test]
+fn serial_windows_write_a_windows_group_line_after_line() {
+    // Two transactions of a window of two store two different lines: at the window's
+    // end one block group goes to the log, its metadata line and two slots (three
+    // lines, consecutive, so three banks). Overlapped they take one access (168
+    // cycles after the gather); one after another, three.
+    let begin_after_window = |serial: bool| {
+        let cfg = HwConfig {
+            sd: 2,
+            serial_windows: serial,
+            compute: ComputeModel {
+                per_access: 0,
+                per_tx: 0,
+            },
+            ..HwConfig::new(HwKind::LocWal)
+        };
+        let mut p = HwProtocol::format(Machine::new(loc()).unwrap(), LOG, DATA, cfg).unwrap();
+        for (i, addr) in [X, X + 64].into_iter().enumerate() {
+            p.begin().unwrap();
+            p.write_u64(addr, i as u64 + 1).unwrap();
+            p.commit().unwrap();
+        }
+        let t = cycles(&p);
+        p.begin().unwrap();
+        let ledger = p.engine().unwrap().core().ledger().clone();
+        (cycles(&p) - t, ledger.wait(pmlab_hwtx::Wait::Window))
+    };
+    let (overlapped, overlapped_wait) = begin_after_window(false);
+    let (serial, serial_wait) = begin_after_window(true);
+    assert_eq!(serial, overlapped + 2 * 168);
+    assert_eq!(serial_wait, overlapped_wait + 2 * 168);
+    assert_eq!(
+        overlapped_wait,
+        overlapped - 1,
+        "all but TxBegin's issue cycle"
+    );
+}
+
+#[test]
 fn kiln_commits_at_the_llc() {
     let mut p = protocol(HwKind::Kiln, 1, loc());
     let (_, store, commit) = one_store(&mut p, 5);

@@ -22,6 +22,8 @@ use crate::error::{CheckError, WorkloadError, read_failed};
 use crate::map::store_changes;
 use crate::slab::{Marks, Slab};
 
+mod edit;
+
 /// Bytes per node.
 pub(crate) const NODE: u64 = 4096;
 const HEAD: usize = 16;
@@ -198,6 +200,13 @@ pub enum NodeReads {
     /// Paper 001 does not describe its B+-tree beyond "each 4KB node contains 200
     /// key(8B)-value(4B) pairs"; this is what its C code would presumably do.
     Search,
+    /// [`NodeReads::Search`], and a leaf an insert or delete changes edited in place:
+    /// the search finds the index, then only the keys and values the change shifts are
+    /// read and written back one place over (with the new pair, or zeros where the
+    /// last pair was, and the count) — as a C B+-tree edits a sorted leaf with
+    /// `memmove`. A leaf that splits or falls below half full is then read whole, as
+    /// before. Not the default: paper 001 does not say how its B+-tree edits a node.
+    Edit,
 }
 
 /// A B+-tree whose root and count live in two header words, its nodes in `slab`.
@@ -289,7 +298,7 @@ impl Tree {
         }
         let mut path = Vec::new();
         loop {
-            if self.reads == NodeReads::Search {
+            if self.reads != NodeReads::Whole {
                 let probe = Probe::head(m, self.shape, at)?;
                 if !probe.leaf {
                     let i = probe.search(m, k, true)?;
@@ -342,7 +351,7 @@ impl Tree {
         k: &[u8],
         out: &mut [u8],
     ) -> Result<bool, WorkloadError> {
-        if self.reads == NodeReads::Search {
+        if self.reads != NodeReads::Whole {
             let Some((leaf, i)) = self.find(m, k)? else {
                 return Ok(false);
             };
@@ -362,7 +371,7 @@ impl Tree {
 
     /// Replaces the value of `k` (present).
     pub fn update<T: TxMemory>(&self, m: &mut T, k: &[u8], v: &[u8]) -> Result<(), WorkloadError> {
-        if self.reads == NodeReads::Search {
+        if self.reads != NodeReads::Whole {
             // Only the value changes: stored where the search found it.
             if let Some((leaf, i)) = self.find(m, k)? {
                 m.tx_write(leaf.slot(i), v)?;
@@ -392,13 +401,34 @@ impl Tree {
     /// Inserts `k` (absent) with `v`.
     pub fn insert<T: TxMemory>(&self, m: &mut T, k: &[u8], v: &[u8]) -> Result<(), WorkloadError> {
         self.add_count(m, 1)?;
-        let Some((mut leaf, mut path)) = self.descend(m, k)? else {
+        if self.reads == NodeReads::Edit {
+            if let Some((probe, path)) = self.find_leaf(m, k)? {
+                if probe.count < self.shape.leaf_cap {
+                    return self.insert_in_place(m, &probe, k, v);
+                }
+                let leaf = self.load(m, probe.addr)?;
+                return self.insert_into(m, leaf, path, k, v);
+            }
+        }
+        let Some((leaf, path)) = self.descend(m, k)? else {
             let mut leaf = self.new_node(m)?;
             leaf.fill(true, k, v);
             leaf.set_next(0);
             leaf.store(m)?;
             return Ok(m.tx_write_u64(self.root, leaf.addr)?);
         };
+        self.insert_into(m, leaf, path, k, v)
+    }
+
+    /// Inserts `k` with `v` into `leaf` (read whole), reached by `path`.
+    fn insert_into<T: TxMemory>(
+        &self,
+        m: &mut T,
+        mut leaf: Img,
+        mut path: Path,
+        k: &[u8],
+        v: &[u8],
+    ) -> Result<(), WorkloadError> {
         let i = leaf.lower_bound(k);
         let n = leaf.count();
         let mut keys = leaf.keys(0, n).to_vec();
@@ -473,6 +503,9 @@ impl Tree {
 
     /// Removes `k` (present).
     pub fn remove<T: TxMemory>(&self, m: &mut T, k: &[u8]) -> Result<(), WorkloadError> {
+        if self.reads == NodeReads::Edit {
+            return self.remove_in_place(m, k);
+        }
         let Some((mut leaf, mut path)) = self.descend(m, k)? else {
             return Ok(());
         };

@@ -97,3 +97,23 @@ fn the_other_workloads_ignore_the_setting() {
         assert_eq!(a, b, "{kind}");
     }
 }
+
+/// [`NodeReads::Edit`]: leaves changed in place by the pairs an insert or delete shifts
+/// leave exactly the bytes a whole-node rewrite leaves (the checker passing at every
+/// check), and read fewer lines than searching alone.
+#[test]
+fn editing_leaves_in_place_changes_nothing_but_the_lines_read() {
+    for kind in [Kind::BpTree, Kind::Db] {
+        for dist in [Dist::Uniform, Dist::Zipf] {
+            let (whole, whole_bytes, _) = run(kind, dist, NodeReads::Whole, 200);
+            let (_, _, search_lines) = run(kind, dist, NodeReads::Search, 200);
+            let (edit, edit_bytes, edit_lines) = run(kind, dist, NodeReads::Edit, 200);
+            assert_eq!(whole, edit, "{kind} {dist:?}: contents differ");
+            assert!(whole_bytes == edit_bytes, "{kind} {dist:?}: data differ");
+            assert!(
+                edit_lines < search_lines,
+                "{kind} {dist:?}: {edit_lines} lines editing, {search_lines} searching"
+            );
+        }
+    }
+}

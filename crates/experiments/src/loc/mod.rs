@@ -23,6 +23,7 @@ mod plan;
 mod report;
 pub mod run;
 pub mod sensitivity;
+pub mod split;
 
 use std::path::PathBuf;
 

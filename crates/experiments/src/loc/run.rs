@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use pmlab_hwtx::{EngineStats, HwConfig, HwProtocol};
+use pmlab_hwtx::{CycleLedger, EngineStats, HwConfig, HwProtocol};
 use pmlab_model::{Machine, MachineConfig};
 use pmlab_spine::VecMemory;
 use pmlab_tx::{Area, Protocol, RedoProtocol};
@@ -81,6 +81,8 @@ pub struct RunResult {
     pub version_overflows: u64,
     /// Writes of data home (measured part).
     pub home_writes: u64,
+    /// Where the measured part's cycles went (its total is `cycles`, exactly).
+    pub ledger: CycleLedger,
     /// Wall-clock seconds of the measured part.
     pub wall_s: f64,
     /// The protocol's counters over the whole run (warm-up included).
@@ -133,7 +135,13 @@ pub fn run_on(
         w.run_tx(&mut p, &mut ops)?;
     }
     let c0 = p.memory().cycles();
-    let before = p.engine().map(|e| (e.core().stats().clone(), e.stats()));
+    let before = p.engine().map(|e| {
+        (
+            e.core().stats().clone(),
+            e.stats(),
+            e.core().ledger().clone(),
+        )
+    });
     let t = Instant::now();
     for _ in 0..txs {
         w.run_tx(&mut p, &mut ops)?;
@@ -141,7 +149,7 @@ pub fn run_on(
     p.flush()?;
     let wall_s = t.elapsed().as_secs_f64();
     let e = p.engine().expect("a formatted protocol runs");
-    let (core0, e0) = before.expect("a formatted protocol runs");
+    let (core0, e0, ledger0) = before.expect("a formatted protocol runs");
     let core = e.core().stats();
     let es = e.stats();
     let result = RunResult {
@@ -156,6 +164,7 @@ pub fn run_on(
         evicted_log_lines: es.evicted_log_lines - e0.evicted_log_lines,
         version_overflows: es.version_overflows - e0.version_overflows,
         home_writes: es.home_writes - e0.home_writes,
+        ledger: e.core().ledger().since(&ledger0),
         wall_s,
         stats: es,
     };

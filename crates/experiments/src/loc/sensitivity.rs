@@ -9,7 +9,7 @@
 //! Every scenario runs the same seeded operations as the reproduction (xoshiro256++
 //! from the run's seed); only the scenario's factor differs from the defaults.
 
-use pmlab_hwtx::{ComputeModel, HwConfig, HwKind};
+use pmlab_hwtx::{ComputeModel, HwConfig, HwKind, Reading};
 use pmlab_model::MachineConfig;
 use pmlab_report::{Table, write_json};
 use pmlab_workloads::{Kind, NodeReads};
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::plan::{bar, build_all, parallel};
 use super::run::{self, Built, RunResult};
-use super::{Config, LocError, paper};
+use super::{Config, LocError, paper, split};
 
 /// One variation of the defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -39,8 +39,17 @@ pub struct Scenario {
     /// The B+-tree and the table search nodes rather than read them whole
     /// ([`NodeReads::Search`]).
     pub node_search: bool,
+    /// The B+-tree and the table search nodes and edit changed leaves in place
+    /// ([`NodeReads::Edit`]).
+    pub leaf_edit: bool,
     /// `HwConfig::window_in_place` (LOC-WAL).
     pub window_in_place: bool,
+    /// What a block-group block is (`HwConfig::reading`).
+    pub reading: Reading,
+    /// `HwConfig::serial_windows` (LOC-WAL).
+    pub serial_windows: bool,
+    /// A variation of how LOC-WAL persists (its cycles split in `extra_cycles.csv`).
+    pub loc_variant: bool,
 }
 
 const DEFAULT: Scenario = Scenario {
@@ -55,11 +64,15 @@ const DEFAULT: Scenario = Scenario {
     serial: true,
     ordered_in_place: true,
     node_search: false,
+    leaf_edit: false,
     window_in_place: false,
+    reading: Reading::Line,
+    serial_windows: false,
+    loc_variant: false,
 };
 
 /// The scenarios, the defaults first.
-pub const SCENARIOS: [Scenario; 10] = [
+pub const SCENARIOS: [Scenario; 14] = [
     DEFAULT,
     Scenario {
         name: "looser",
@@ -111,9 +124,37 @@ pub const SCENARIOS: [Scenario; 10] = [
         ..DEFAULT
     },
     Scenario {
+        name: "leaf-edit",
+        what: "node-search, and a changed leaf edited in place: only the pairs an insert or delete shifts read and written",
+        leaf_edit: true,
+        ..DEFAULT
+    },
+    Scenario {
         name: "window-in-place",
         what: "LOC-WAL: a window complete (the next TxBegin waits) only once its lines are home too",
         window_in_place: true,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "word-blocks",
+        what: "a block-group block is an 8-byte word: a group is one 64-byte burst (§III-A), a logged line two groups",
+        reading: Reading::Word,
+        loc_variant: true,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "serial-windows",
+        what: "LOC-WAL: the log writer issues a window's groups one at a time, as the strict protocols' (a hypothesis, not the text)",
+        serial_windows: true,
+        loc_variant: true,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "word-serial-windows",
+        what: "word-blocks and serial-windows together: LOC-WAL's log written one 64-byte burst at a time",
+        reading: Reading::Word,
+        serial_windows: true,
+        loc_variant: true,
         ..DEFAULT
     },
     Scenario {
@@ -148,6 +189,8 @@ impl Job {
             serial_persist: s.serial,
             ordered_in_place: s.ordered_in_place,
             window_in_place: s.window_in_place,
+            reading: s.reading,
+            serial_windows: s.serial_windows,
             ..HwConfig::new(self.kind)
         }
     }
@@ -205,7 +248,9 @@ pub fn run(config: &Config) -> Result<Sensitivity, LocError> {
             .expect("every workload was built");
         let mut mc = MachineConfig::loc(b.image.len() as u64);
         mc.device.banks = s.banks;
-        let reads = if s.node_search {
+        let reads = if s.leaf_edit {
+            NodeReads::Edit
+        } else if s.node_search {
             NodeReads::Search
         } else {
             NodeReads::Whole
@@ -269,7 +314,9 @@ impl Results {
         load: Option<f64>,
     ) -> Sensitivity {
         let (averages, scenarios_json) = self.averages_table();
-        let (profile, profile_json) = self.profile_table(full, small);
+        let (mut profile, profile_json) = self.profile_table(full, small);
+        self.add_loc_split(&mut profile);
+        let (extra, extra_json) = self.extra_table();
         let mut by_workload = self.by_workload_table();
         by_workload.note(format!(
             "{} measured transactions per run after {} warm-up, seed {}; {:.1} s of wall clock on {} threads; load average before it: {}",
@@ -289,12 +336,14 @@ impl Results {
             "paper_averages": {"S-WAL": 0.316, "H-WAL": 0.331, "EC-WAL / H-WAL": 1.064, "LOC-WAL": 0.651},
             "scenarios": scenarios_json,
             "profile": profile_json,
+            "extra_cycles": extra_json,
         });
         Sensitivity {
             tables: vec![
                 ("sensitivity.csv".into(), averages),
                 ("sensitivity_hwal.csv".into(), by_workload),
                 ("profile.csv".into(), profile),
+                ("extra_cycles.csv".into(), extra),
             ],
             json,
         }
@@ -406,18 +455,8 @@ impl Results {
             ],
         );
         let in_llc = scenario_index(|s| s.shrink > 1);
-        let search = scenario_index(|s| s.node_search);
         let mut out = Vec::new();
-        let rows = paper::WORKLOADS
-            .iter()
-            .map(|&(w, name)| (0, w, name.to_string()))
-            .chain(
-                paper::WORKLOADS
-                    .iter()
-                    .filter(|(w, _)| node_reading(*w))
-                    .map(|&(w, name)| (search, w, format!("{name} (node search)"))),
-            );
-        for (scenario, w, name) in rows {
+        for (scenario, w, name) in profile_rows() {
             let fp = |v: &[Built]| v.iter().find(|b| b.kind == w).map_or(0, |b| b.footprint);
             let small_base = self.get(in_llc, w, HwKind::Baseline);
             let mut row = self.profile_row(scenario, w);
@@ -479,6 +518,131 @@ impl Results {
             per(l.version_overflows, l),
             per(l.home_writes, l),
         ]
+    }
+}
+
+/// The profile's rows: every workload under the defaults, then the B+-tree and the
+/// table searching nodes, and editing their leaves in place.
+fn profile_rows() -> Vec<(usize, Kind, String)> {
+    let mut rows: Vec<(usize, Kind, String)> = paper::WORKLOADS
+        .iter()
+        .map(|&(w, name)| (0, w, name.to_string()))
+        .collect();
+    for (scenario, label) in [
+        (scenario_index(|s| s.node_search), "node search"),
+        (scenario_index(|s| s.leaf_edit), "leaf edit"),
+    ] {
+        for &(w, name) in paper::WORKLOADS.iter().filter(|(w, _)| node_reading(*w)) {
+            rows.push((scenario, w, format!("{name} ({label})")));
+        }
+    }
+    rows
+}
+
+/// The rows of the extra-cycles split: the defaults, then every scenario that changes
+/// only the workloads' reads or LOC-WAL's machine-level behaviour.
+fn split_scenarios() -> Vec<usize> {
+    SCENARIOS
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            *i == 0 || s.node_search || s.leaf_edit || s.window_in_place || s.loc_variant
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+impl Results {
+    /// Appends to the profile, per row, LOC-WAL's extra cycles split into the ledger's
+    /// parts (per transaction; they sum to the `LOC extra cycles` column).
+    fn add_loc_split(&self, t: &mut Table) {
+        let rows: Vec<(usize, Kind)> = profile_rows().into_iter().map(|(s, w, _)| (s, w)).collect();
+        let b = self.get(0, paper::WORKLOADS[0].0, HwKind::Baseline);
+        let cols: Vec<String> = split::part_names(b)
+            .into_iter()
+            .map(|n| format!("LOC extra: {n}"))
+            .chain(std::iter::once("LOC extra: sum of parts".to_string()))
+            .collect();
+        let per_row: Vec<Vec<String>> = rows
+            .iter()
+            .map(|&(s, w)| {
+                let (b, l) = (
+                    self.get(s, w, HwKind::Baseline),
+                    self.get(s, w, HwKind::LocWal),
+                );
+                let parts = split::extra_parts(b, l);
+                let n = l.committed_tx.max(1) as f64;
+                let sum: i64 = parts.iter().map(|(_, c)| c).sum();
+                parts
+                    .iter()
+                    .map(|(_, c)| format!("{:.1}", *c as f64 / n))
+                    .chain(std::iter::once(format!("{:.1}", sum as f64 / n)))
+                    .collect()
+            })
+            .collect();
+        t.header.extend(cols);
+        for (row, extra) in t.rows.iter_mut().zip(per_row) {
+            row.extend(extra);
+        }
+        t.note("LOC extra: X — LOC-WAL's cycles of kind X minus the baseline's, per transaction (the cycle ledger; the parts sum to LOC extra cycles exactly, up to the rounding shown)");
+    }
+
+    /// S-WAL's, H-WAL's, EC-WAL's and LOC-WAL's cycles beyond the baseline's, split into the
+    /// ledger's parts, and their accesses served by each level beside the baseline's.
+    fn extra_table(&self) -> (Table, Value) {
+        let b0 = self.get(0, paper::WORKLOADS[0].0, HwKind::Baseline);
+        let names = split::part_names(b0);
+        let levels = b0.ledger.served.len();
+        let mut header: Vec<String> = ["scenario", "workload", "protocol", "extra cycles"]
+            .map(String::from)
+            .to_vec();
+        header.extend(names.iter().cloned());
+        header.push("sum of parts".into());
+        header.extend((0..levels).map(|i| {
+            format!(
+                "extra {} accesses",
+                pmlab_hwtx::ledger::level_name(i, levels)
+            )
+        }));
+        let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut t = Table::new(
+            "Cycles beyond the baseline's, per transaction, by part of the cycle ledger",
+            &hdr,
+        );
+        let mut out = Vec::new();
+        for s in split_scenarios() {
+            for &(w, name) in paper::WORKLOADS.iter() {
+                let b = self.get(s, w, HwKind::Baseline);
+                for k in PROTOCOLS {
+                    let p = self.get(s, w, k);
+                    let n = p.committed_tx.max(1) as f64;
+                    let parts = split::extra_parts(b, p);
+                    let sum: i64 = parts.iter().map(|(_, c)| c).sum();
+                    let mut row = vec![
+                        SCENARIOS[s].name.to_string(),
+                        name.to_string(),
+                        k.label().to_string(),
+                        format!("{:.1}", (p.cycles as f64 - b.cycles as f64) / n),
+                    ];
+                    row.extend(parts.iter().map(|(_, c)| format!("{:.1}", *c as f64 / n)));
+                    row.push(format!("{:.1}", sum as f64 / n));
+                    row.extend(
+                        split::extra_served(b, p)
+                            .iter()
+                            .map(|c| format!("{:.2}", *c as f64 / n)),
+                    );
+                    t.row(row);
+                    out.push(json!({
+                        "scenario": SCENARIOS[s].name,
+                        "workload": name,
+                        "protocol": k.label(),
+                        "split": split::json(b, p),
+                    }));
+                }
+            }
+        }
+        t.note("each part: the protocol's cycles of that kind minus the baseline's (negative: fewer); compute: the workload's; instructions: TxBegin/TxCommit/TxAbort/TxFlush; l1..memory: accesses served there (memory: as if its bank were idle); read_queue: memory reads waiting for a busy bank; *_wait: persistence waits by cause. extra X accesses: accesses served by X minus the baseline's");
+        (t, Value::Array(out))
     }
 }
 

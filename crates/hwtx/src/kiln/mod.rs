@@ -41,6 +41,7 @@ use pmlab_spine::LINE;
 use crate::core::{ComputeModel, Core};
 use crate::engine::{Engine, EngineStats, HwError};
 use crate::hierarchy::Meta;
+use crate::ledger::Wait;
 use mirror::{Mirror, VICTIMS, Version};
 
 /// The running transaction.
@@ -205,7 +206,7 @@ impl Kiln {
         self.retire_victims();
         if self.free_victims.is_empty() {
             let (_, done) = *self.victims.front().expect("slots are in use");
-            self.core.persist_wait(done);
+            self.core.persist_wait(done, Wait::WriteBuffer);
             self.retire_victims();
         }
         self.free_victims.pop().expect("a slot was freed")
@@ -371,7 +372,7 @@ impl Engine for Kiln {
                 self.core.h.meta_mut(w).dirty = false;
             }
         }
-        self.core.persist_wait(done);
+        self.core.persist_wait(done, Wait::Flush);
         self.retire_victims();
         let empty = mirror::encode(None);
         for a in self.mirror.records().collect::<Vec<_>>() {

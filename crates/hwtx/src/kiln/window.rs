@@ -2,6 +2,7 @@
 
 use super::Kiln;
 use crate::engine::HwError;
+use crate::ledger::Wait;
 
 impl Kiln {
     pub(super) fn commit_active(&mut self) -> Result<Option<u64>, HwError> {
@@ -64,10 +65,10 @@ impl Kiln {
             self.demote(line)?;
         }
         if !self.no_wait {
-            self.core.persist_wait(flushed);
+            self.core.persist_wait(flushed, Wait::Commit);
             self.set_register(last);
             let done = self.core.m.cycles() + self.core.llc_cycles();
-            self.core.persist_wait(done);
+            self.core.persist_wait(done, Wait::Commit);
             self.stats.barriers += 2;
         }
         self.committed(&lines);

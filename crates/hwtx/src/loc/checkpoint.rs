@@ -7,6 +7,7 @@ use pmlab_spine::LINE;
 
 use super::{HwWal, TRACKED_TXS};
 use crate::engine::HwError;
+use crate::ledger::Wait;
 use crate::wal::format::Head;
 
 impl HwWal {
@@ -60,7 +61,7 @@ impl HwWal {
             .map(|t| t.home_done)
             .max()
             .unwrap_or(0);
-        self.core.persist_wait(done);
+        self.core.persist_wait(done, Wait::Checkpoint);
         let (start_seq, base_tx) = match self.tracked.get(n) {
             Some(t) => (t.first_seq, t.first_hw),
             None => (self.window.first_seq, self.window.first_hw),
@@ -69,7 +70,7 @@ impl HwWal {
         let d = self
             .log
             .write_head(&mut self.core.m, now, Head { start_seq, base_tx });
-        self.core.persist_wait(d);
+        self.core.persist_wait(d, Wait::Checkpoint);
         self.stats.barriers += 2;
         self.tracked.drain(..n);
         Ok(())

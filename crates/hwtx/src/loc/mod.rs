@@ -48,6 +48,7 @@ use pmlab_model::Machine;
 
 use crate::core::{ComputeModel, Core};
 use crate::engine::{Engine, EngineStats, HwError};
+use crate::ledger::Wait;
 use crate::wal::format::{Layout, Reading};
 use crate::wal::recovery::{CommitRule, RecoveryFaults};
 use crate::wal::writer::LogWriter;
@@ -80,6 +81,9 @@ pub struct WalConfig {
     /// and the next transaction waits for them (see
     /// [`crate::HwConfig::window_in_place`]).
     pub window_in_place: bool,
+    /// Speculation windows of more than one transaction persisted one block group at a
+    /// time too (see [`crate::HwConfig::serial_windows`]).
+    pub serial_windows: bool,
 }
 
 impl WalConfig {
@@ -93,6 +97,7 @@ impl WalConfig {
             serial: false,
             ordered_in_place: false,
             window_in_place: false,
+            serial_windows: false,
         }
     }
 
@@ -102,6 +107,12 @@ impl WalConfig {
             rule: CommitRule::Count,
             ..WalConfig::hwal(reading)
         }
+    }
+
+    /// Whether the log writer has one block group in flight at a time: strict
+    /// ordering (a speculation degree of 1) under `serial`, or `serial_windows`.
+    pub fn serial_log(&self) -> bool {
+        (self.serial && self.sd == 1) || self.serial_windows
     }
 
     /// LOC-WAL with speculation degree `sd`.
@@ -199,7 +210,7 @@ impl HwWal {
         Ok(HwWal::with_log(
             core,
             cfg,
-            log.with_serial(cfg.serial && cfg.sd == 1),
+            log.with_serial(cfg.serial_log()),
         ))
     }
 
@@ -212,7 +223,7 @@ impl HwWal {
         compute: ComputeModel,
     ) -> Result<HwWal, crate::HwSetupError> {
         let core = Core::new(m, compute)?;
-        let log = LogWriter::new(layout, head).with_serial(cfg.serial && cfg.sd == 1);
+        let log = LogWriter::new(layout, head).with_serial(cfg.serial_log());
         Ok(HwWal::with_log(core, cfg, log))
     }
 
@@ -288,7 +299,7 @@ impl Engine for HwWal {
             // The CRL stalls a new transaction until the window is persistent (and,
             // where the in-place phase is ordered, home).
             let stalled = self.core.stats().persist_stall_cycles;
-            self.core.persist_wait(self.window.done_at);
+            self.core.persist_wait(self.window.done_at, Wait::Window);
             self.stats.barriers += 1;
             self.complete_window()?;
             self.stats.window_wait_cycles += self.core.stats().persist_stall_cycles - stalled;
@@ -338,7 +349,7 @@ impl Engine for HwWal {
             self.end_window()?;
         }
         if self.window.ended {
-            self.core.persist_wait(self.window.done_at);
+            self.core.persist_wait(self.window.done_at, Wait::Flush);
             self.stats.barriers += 1;
             self.complete_window()?;
         }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{HwWal, Tracked, WinTx, Window};
 use crate::engine::HwError;
+use crate::ledger::Wait;
 use crate::wal::format::Record;
 use crate::wal::recovery::CommitRule;
 
@@ -126,7 +127,7 @@ impl HwWal {
 
     /// H-WAL: wait for the blocks, write the commit record, wait for it.
     fn commit_records(&mut self) -> Result<(), HwError> {
-        self.core.persist_wait(self.window.done_at);
+        self.core.persist_wait(self.window.done_at, Wait::Commit);
         let recs: Vec<Record> = self
             .window
             .txs
@@ -138,7 +139,7 @@ impl HwWal {
             .add_records(&mut self.core.m, now, &recs)
             .map_err(|_| HwError::LogFull)?;
         let done = self.log.flush(&mut self.core.m, now);
-        self.core.persist_wait(done);
+        self.core.persist_wait(done, Wait::Commit);
         self.stats.barriers += 2;
         self.window.done_at = done;
         self.complete_window()
@@ -249,8 +250,9 @@ impl HwWal {
                 continue;
             }
             let data = self.core.line_data(line);
-            // Windows of more than one transaction are never serialized.
-            let at = if self.cfg.serial && self.cfg.sd == 1 {
+            // Windows of more than one transaction are serialized only under
+            // `serial_windows`.
+            let at = if self.cfg.serial_log() {
                 done
             } else {
                 self.core.m.cycles()
@@ -258,7 +260,7 @@ impl HwWal {
             done = done.max(self.write_home_at(line, hw, &data, at));
             self.core.h.meta_mut(w).dirty = false;
         }
-        self.core.persist_wait(done);
+        self.core.persist_wait(done, Wait::InPlace);
         self.stats.barriers += 1;
     }
 

@@ -26,6 +26,7 @@ use pmlab_spine::LINE;
 use crate::baseline::{write_back_all, write_back_evicted};
 use crate::core::{ComputeModel, Core};
 use crate::engine::{Engine, EngineStats, HwError};
+use crate::ledger::Wait;
 use crate::loc::TRACKED_TXS;
 use crate::wal::format::{BlkTag, Head, Layout, Reading, SLOTS, SlotKind};
 
@@ -155,7 +156,7 @@ impl SWal {
 
     /// An access of the write set (an L1 hit: issue and one cycle).
     fn write_set_access(&mut self) {
-        self.core.compute(2);
+        self.core.protocol_cycles(2);
     }
 
     /// `clflush`: writes the line back if dirty and drops it from every level.
@@ -169,7 +170,7 @@ impl SWal {
                 let done = self.core.m.port_write(now, line * LINE, &data);
                 self.flushed_until = self.flushed_until.max(done);
                 if self.serial {
-                    self.core.persist_wait(done);
+                    self.core.persist_wait(done, Wait::Fence);
                 }
             }
             self.core.h.drop_way(w);
@@ -181,7 +182,7 @@ impl SWal {
         self.core.instruction();
         self.stats.barriers += 1;
         let t = self.flushed_until;
-        self.core.persist_wait(t);
+        self.core.persist_wait(t, Wait::Fence);
     }
 
     fn write_head(&mut self, head: Head) {
