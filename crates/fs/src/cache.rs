@@ -102,6 +102,12 @@ impl MetaCache {
         }
     }
 
+    /// Drops inode `ino` and its page map.
+    pub fn forget_inode(&mut self, ino: u64) {
+        self.inodes.remove(&ino);
+        self.leaves.remove(&ino);
+    }
+
     /// Drops the page map of file `ino`.
     pub fn forget_leaves(&mut self, ino: u64) {
         self.leaves.remove(&ino);
