@@ -47,6 +47,8 @@ pub(crate) struct Conn {
     pub leases: Mutex<LeaseTable>,
     /// Directories where other clients took leases back lately.
     pub contention: super::granularity::Contention,
+    /// Revocations answered so far.
+    pub revocations: AtomicU64,
 }
 
 /// A refusal as the error it stands for.
@@ -69,6 +71,7 @@ impl Conn {
             next_id: AtomicU64::new(1),
             leases: Mutex::new(LeaseTable::default()),
             contention: Default::default(),
+            revocations: AtomicU64::new(0),
         }
     }
 

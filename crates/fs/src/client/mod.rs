@@ -144,6 +144,14 @@ impl Client {
         self.conn.requests_sent()
     }
 
+    /// Lease revocations this client answered so far (each ships its journal and
+    /// gives a lease back).
+    pub fn revocations_answered(&self) -> u64 {
+        self.conn
+            .revocations
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The number the service gave this client.
     pub fn id(&self) -> u64 {
         self.client_id
