@@ -68,7 +68,7 @@ fn small_pool() -> Params {
     };
     let fixed = Superblock::plan(&Params {
         meta_pages: 1 << 20,
-        ..p.clone()
+        ..p
     })
     .unwrap()
     .pool_first;
