@@ -135,6 +135,10 @@ pub struct Outcome {
     pub domain_objects: Vec<(u16, i64)>,
     /// Where the next metadata page search starts (next-fit across batches).
     pub meta_cursor: u64,
+    /// Pool pages (index and directory pages) the batch freed. Their contents stay as
+    /// they were, and the service may place a later batch's pages there: a client
+    /// that caches pages by number drops these (see `crate::cache`).
+    pub freed_meta_pages: Vec<u64>,
 }
 
 type OpResult = std::result::Result<(), String>;
@@ -697,6 +701,7 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
         }
         let mut out = self.out;
         out.meta_cursor = self.txn.meta_cursor();
+        out.freed_meta_pages = self.txn.freed_meta_pages().to_vec();
         out.changes = if self.auth.seals_changes() {
             self.txn.into_changes()
         } else {

@@ -10,7 +10,9 @@
 //! is dropped after the service applied what was shipped (an fsync, a lease change, the
 //! overlay's size cap: the service's own allocations of metadata pages then replace the
 //! client's provisional ones). The client's own recorded operations drop exactly the entries
-//! whose pages they changed.
+//! whose pages they changed or freed: radix pages are cached by page number, and a
+//! freed pool page keeps its old contents until the service places another file's
+//! index page there, which it may do at a page the client's own check did not choose.
 
 use std::collections::BTreeMap;
 
@@ -77,8 +79,8 @@ impl MetaCache {
         self.leaves.entry(ino).or_default().insert(index, page);
     }
 
-    /// Drops what the client's own change of metadata pages `pages` made stale: those
-    /// radix nodes, and the inodes (with their page maps) stored on those pages. Every
+    /// Drops what the client's own change (or freeing) of metadata pages `pages` made
+    /// stale: those radix nodes, and the inodes (with their page maps) stored on those pages. Every
     /// change of a file's tree also rewrites its inode, so its page map goes with it.
     ///
     /// Every recorded operation calls this, so it removes only the cached inodes of each
@@ -100,6 +102,12 @@ impl MetaCache {
                 }
             }
         }
+    }
+
+    /// Drops inode `ino` and its page map.
+    pub fn forget_inode(&mut self, ino: u64) {
+        self.inodes.remove(&ino);
+        self.leaves.remove(&ino);
     }
 
     /// Drops the page map of file `ino`.

@@ -50,10 +50,25 @@ pub struct Leases {
 
 /// Marks lease keys that name a bucket of a directory's hash table, not an inode.
 const BUCKET_KEY: u64 = 1 << 63;
+/// Marks lease keys that name the entries of a bucket only (see [`names_key`]).
+const NAMES_KEY: u64 = 1 << 62;
 
-/// The lease key of bucket `bucket` of directory `dir`'s hash table.
+/// The lease key of bucket `bucket` of directory `dir`'s hash table: the names in it
+/// and the objects they name, with everything below them.
 pub fn bucket_key(dir: u64, bucket: u64) -> u64 {
     BUCKET_KEY | (dir << 10) | bucket
+}
+
+/// The lease key of the names in bucket `bucket` of directory `dir`, without the
+/// objects they name: what a path lookup reads. A shared lease on it keeps the names
+/// as they are (an exclusive lease on the bucket, the directory or anything above
+/// conflicts with it) and lets other clients change the objects named and everything
+/// below them. Hierarchical leases alone would make every lookup hold a lease covering
+/// the whole subtree below the name it read, so that two clients creating files in
+/// one directory would take each other's leases on the way down (see
+/// `crate::client`'s lease granularity).
+pub fn names_key(dir: u64, bucket: u64) -> u64 {
+    NAMES_KEY | (dir << 10) | bucket
 }
 
 /// The (directory, bucket) a lease key names, if it names a bucket.
@@ -61,9 +76,22 @@ pub fn bucket_of_key(key: u64) -> Option<(u64, u64)> {
     (key & BUCKET_KEY != 0).then_some(((key & !BUCKET_KEY) >> 10, key & 1023))
 }
 
-/// Whether `key` names an inode of a table of `inodes` or a bucket of one of them.
+/// The (directory, bucket) whose names a lease key names, if it is a [`names_key`].
+pub fn names_of_key(key: u64) -> Option<(u64, u64)> {
+    (key & (BUCKET_KEY | NAMES_KEY) == NAMES_KEY).then_some(((key & !NAMES_KEY) >> 10, key & 1023))
+}
+
+/// The directory a bucket or names key belongs to, the inode an inode key names.
+pub fn object_of_key(key: u64) -> u64 {
+    bucket_of_key(key)
+        .or_else(|| names_of_key(key))
+        .map_or(key, |(d, _)| d)
+}
+
+/// Whether `key` names an inode of a table of `inodes`, or a bucket (or a bucket's
+/// names) of one of them.
 pub fn valid_key(key: u64, inodes: u64) -> bool {
-    match bucket_of_key(key) {
+    match bucket_of_key(key).or_else(|| names_of_key(key)) {
         Some((d, b)) => d > 0 && d < inodes && b < crate::dir::BUCKETS,
         None => key > 0 && key < inodes,
     }
@@ -71,9 +99,13 @@ pub fn valid_key(key: u64, inodes: u64) -> bool {
 
 /// The lease keys that cover `key`, from `key` up to the root: an object, the bucket of
 /// its directory holding its name, that directory, and so on (bounded against loops).
+/// A bucket's names lie below the bucket: `names(d, b)`, `bucket(d, b)`, `d`, ...
 pub fn ancestry<S: PageSource + ?Sized>(src: &mut S, key: u64) -> Vec<u64> {
     let mut out = vec![key];
-    let mut x = match bucket_of_key(key) {
+    if let Some((d, b)) = names_of_key(key) {
+        out.push(bucket_key(d, b));
+    }
+    let mut x = match bucket_of_key(key).or_else(|| names_of_key(key)) {
         Some((d, _)) => {
             out.push(d);
             d
@@ -252,7 +284,7 @@ impl Leases {
             .held
             .keys()
             .copied()
-            .filter(|&k| k == ino || bucket_of_key(k).is_some_and(|(d, _)| d == ino))
+            .filter(|&k| object_of_key(k) == ino)
             .collect();
         for k in keys {
             self.drop_holds(k, |_| false);

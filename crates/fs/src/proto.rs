@@ -40,6 +40,16 @@ pub enum Request {
         /// Exclusive (to change) or shared (to read).
         exclusive: bool,
     },
+    /// Acquire a lease only if that needs no other client to give anything back and
+    /// no earlier request waits for it: granted at once, or answered with grant 0.
+    /// Clients ask this way for a lease wider than they need (a whole directory), so
+    /// that asking never takes leases from others.
+    TryAcquire {
+        /// The object (an inode number or a directory bucket's key).
+        key: u64,
+        /// Exclusive (to change) or shared (to read).
+        exclusive: bool,
+    },
     /// Give up a lease, after applying the attached batch (possibly empty).
     Release {
         /// The object.
@@ -194,7 +204,8 @@ pub enum Reply {
     },
     /// A lease was granted.
     Granted {
-        /// The grant's number.
+        /// The grant's number (never 0, which answers a [`Request::TryAcquire`] that
+        /// was not granted).
         grant: u64,
     },
     /// Unsolicited, on the revocation socket: another client needs a lease that
@@ -336,6 +347,11 @@ fn request_body(req: &Request) -> (u8, Vec<u8>) {
             o.extend_from_slice(&grant.to_le_bytes());
             2
         }
+        Request::TryAcquire { key, exclusive } => {
+            o.extend_from_slice(&key.to_le_bytes());
+            o.push(u8::from(*exclusive));
+            11
+        }
         Request::Ship => 3,
         Request::Reserve {
             inodes,
@@ -406,6 +422,10 @@ pub fn decode_request(b: &[u8]) -> Result<(u64, Request, &[u8]), WireError> {
             grant: r.u64("grant")?,
         },
         3 => Request::Ship,
+        11 => Request::TryAcquire {
+            key: r.u64("key")?,
+            exclusive: r.bool("exclusive")?,
+        },
         4 => Request::Reserve {
             inodes: r.u32("inodes")?,
             domain: r.u16("domain")?,

@@ -120,7 +120,8 @@ impl Pxfs {
         kind: Kind,
     ) -> Result<u64> {
         dir::check_name(name)?;
-        let mut s = self.client.leased(parent, true)?;
+        let key = self.client.entry_key(parent, name);
+        let mut s = self.client.leased_widening(&[(key, true)])?;
         if s.lookup(parent, name)?.is_some() {
             return Err(FsError::Exists(path.into()));
         }
@@ -386,18 +387,22 @@ impl Pxfs {
         }
     }
 
-    /// The state with exclusive leases covering directories `dirs` and objects
-    /// `objects` (an object is usually covered by the lease on its directory; a file
-    /// with several names may lie below another directory).
+    /// The state with exclusive leases covering the entries `entries` (directory, name)
+    /// and objects `objects` (an object is usually covered by the lease on its name's
+    /// bucket or directory; a file with several names may lie below another one).
     fn leased_for(
         &self,
-        dirs: &[u64],
+        entries: &[(u64, &str)],
         objects: &[u64],
     ) -> Result<std::sync::MutexGuard<'_, State>> {
-        let mut keys: Vec<(u64, bool)> = dirs.iter().map(|&d| (d, true)).collect();
+        let mut keys: Vec<(u64, bool)> = entries
+            .iter()
+            .map(|&(d, name)| (self.client.entry_key(d, name), true))
+            .collect();
+        keys.sort_unstable();
         keys.dedup();
         for _ in 0..2 {
-            let mut s = self.client.leased_all(&keys)?;
+            let mut s = self.client.leased_widening(&keys)?;
             let more: Vec<u64> = objects
                 .iter()
                 .copied()
@@ -409,14 +414,14 @@ impl Pxfs {
             drop(s);
             keys.extend(more.into_iter().map(|o| (o, true)));
         }
-        self.client.leased_all(&keys)
+        self.client.leased_widening(&keys)
     }
 
     /// Removes a file's name.
     pub fn unlink(&self, path: &str) -> Result<()> {
         let (parent, name, ino) = self.client.resolve_parent(path)?;
         let ino = ino.ok_or_else(|| FsError::NotFound(path.into()))?;
-        let mut s = self.leased_for(&[parent], &[ino])?;
+        let mut s = self.leased_for(&[(parent, name)], &[ino])?;
         if s.inode(ino)?.kind == Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is a directory")));
         }
@@ -431,7 +436,7 @@ impl Pxfs {
     pub fn rmdir(&self, path: &str) -> Result<()> {
         let (parent, name, ino) = self.client.resolve_parent(path)?;
         let ino = ino.ok_or_else(|| FsError::NotFound(path.into()))?;
-        let mut s = self.leased_for(&[parent], &[ino])?;
+        let mut s = self.leased_for(&[(parent, name)], &[ino])?;
         let i = s.inode(ino)?;
         if i.kind != Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is not a directory")));
@@ -459,7 +464,7 @@ impl Pxfs {
             return Ok(());
         }
         let objects: Vec<u64> = std::iter::once(ino).chain(replace).collect();
-        let mut s = self.leased_for(&[fp, tp], &objects)?;
+        let mut s = self.leased_for(&[(fp, fname), (tp, tname)], &objects)?;
         // Looked up again under the leases: the target may have changed meanwhile.
         let replace = s.lookup(tp, tname)?.filter(|&o| o != ino);
         if let Some(old) = replace
@@ -504,7 +509,7 @@ impl Pxfs {
         if found.is_some() {
             return Err(FsError::Exists(new.into()));
         }
-        let mut s = self.leased_for(&[parent], &[ino])?;
+        let mut s = self.leased_for(&[(parent, name)], &[ino])?;
         if s.inode(ino)?.kind != Kind::File {
             return Err(FsError::WrongKind(format!("{existing} is not a file")));
         }

@@ -28,6 +28,9 @@ pub struct Txn<'a, R: MediaRead + ?Sized> {
     clean: BTreeMap<u64, PageBuf>,
     /// Hint for the next metadata page allocation search.
     alloc_hint: u64,
+    /// Pool pages freed, in order: freeing clears a bitmap bit and leaves the page as
+    /// it was, so whoever cached the page by its number must learn of it here.
+    freed_meta: Vec<u64>,
 }
 
 impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
@@ -46,6 +49,7 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
             dirty: Changes::new(),
             clean: BTreeMap::new(),
             alloc_hint: cursor,
+            freed_meta: Vec::new(),
         }
     }
 
@@ -239,7 +243,13 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
         self.set_bit(self.sb.mbitmap_first, pno, false)?;
         // A freed page no longer needs its image committed.
         self.dirty.remove(&pno);
+        self.freed_meta.push(pno);
         Ok(())
+    }
+
+    /// The pool pages freed so far (see [`Txn::free_meta_page`]).
+    pub fn freed_meta_pages(&self) -> &[u64] {
+        &self.freed_meta
     }
 }
 

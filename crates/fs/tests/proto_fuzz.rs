@@ -146,6 +146,8 @@ fn arb_request() -> impl Strategy<Value = Request> {
     prop_oneof![
         (any::<u64>(), any::<bool>())
             .prop_map(|(key, exclusive)| Request::Acquire { key, exclusive }),
+        (any::<u64>(), any::<bool>())
+            .prop_map(|(key, exclusive)| Request::TryAcquire { key, exclusive }),
         (any::<u64>(), any::<u64>()).prop_map(|(key, grant)| Request::Release { key, grant }),
         Just(Request::Ship),
         (any::<u32>(), any::<u16>(), any::<u32>(), any::<u32>()).prop_map(

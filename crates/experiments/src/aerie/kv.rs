@@ -122,4 +122,7 @@ impl Target for KvTarget {
     fn finish(&mut self) -> Result<()> {
         self.kv.sync()
     }
+    fn revocations(&self) -> Option<u64> {
+        Some(self.kv.client().revocations_answered())
+    }
 }

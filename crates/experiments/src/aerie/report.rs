@@ -242,6 +242,21 @@ impl Report {
                 ));
             }
         }
+        for s in &self.measurements.filebench {
+            if s.revocations_per_iteration.is_empty() {
+                continue;
+            }
+            let mut v = s.revocations_per_iteration.clone();
+            v.sort_by(f64::total_cmp);
+            t.note(format!(
+                "{} x{} on {}: {:.2} lease revocations per iteration (median of {})",
+                s.personality.name(),
+                s.threads,
+                s.system,
+                v[v.len() / 2],
+                v.len()
+            ));
+        }
         t.note("\"xN\": N threads, each with a client of its own (PXFS and KVFS: a libFS mount; tmpfs:");
         t.note("its own descriptors), sharing one fileset; latency is that of one iteration");
         t.note("as its thread saw it, so with N threads on 2 cores it is about N/2 times longer");

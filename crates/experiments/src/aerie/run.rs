@@ -40,6 +40,8 @@ pub struct FilebenchSamples {
     pub counts: Counts,
     /// Flowops skipped in the last repetition (no file to pick).
     pub skipped: u64,
+    /// Lease revocations per iteration, one per repetition (empty: no leases).
+    pub revocations_per_iteration: Vec<f64>,
 }
 
 /// Everything measured.
@@ -256,12 +258,16 @@ fn record(fb: &mut Vec<FilebenchSamples>, (p, params): (Personality, Params), sy
     let found = fb
         .iter_mut()
         .find(|s| s.personality == p && s.system == sys && s.threads == r.threads);
+    let revoked = r
+        .revocations
+        .map(|n| n as f64 / params.iterations.max(1) as f64);
     match found {
         Some(s) => {
             s.samples.push(r.us_per_iteration);
             s.throughput.push(r.iterations_per_s);
             s.counts = r.counts;
             s.skipped = r.skipped;
+            s.revocations_per_iteration.extend(revoked);
         }
         None => fb.push(FilebenchSamples {
             personality: p,
@@ -272,6 +278,7 @@ fn record(fb: &mut Vec<FilebenchSamples>, (p, params): (Personality, Params), sy
             throughput: vec![r.iterations_per_s],
             counts: r.counts,
             skipped: r.skipped,
+            revocations_per_iteration: revoked.into_iter().collect(),
         }),
     }
 }

@@ -45,6 +45,10 @@ pub(crate) struct Conn {
     next_id: AtomicU64,
     /// The leases this client holds.
     pub leases: Mutex<LeaseTable>,
+    /// Directories where other clients took leases back lately.
+    pub contention: super::granularity::Contention,
+    /// Revocations answered so far.
+    pub revocations: AtomicU64,
 }
 
 /// A refusal as the error it stands for.
@@ -66,6 +70,8 @@ impl Conn {
             cv: Condvar::new(),
             next_id: AtomicU64::new(1),
             leases: Mutex::new(LeaseTable::default()),
+            contention: Default::default(),
+            revocations: AtomicU64::new(0),
         }
     }
 
@@ -77,7 +83,7 @@ impl Conn {
     /// Sends a request (with its attachment) without waiting; returns its number.
     pub fn send(&self, req: &Request, attach: &[u8]) -> Result<u64> {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        if let Request::Acquire { key, exclusive } = req {
+        if let Request::Acquire { key, exclusive } | Request::TryAcquire { key, exclusive } = req {
             self.lock_recv().acquires.insert(id, (*key, *exclusive));
         }
         let frame = proto::encode_request(id, req, attach);
@@ -133,8 +139,10 @@ impl Conn {
         match frame {
             Ok(Some((body, fds))) => match proto::decode_reply(&body) {
                 Ok((rid, rep)) => {
+                    // Grant 0: a try that was not granted.
                     if let (Some((key, excl)), Reply::Granted { grant }) =
                         (g.acquires.remove(&rid), &rep)
+                        && *grant != 0
                     {
                         let mut l = self.leases.lock().unwrap_or_else(|e| e.into_inner());
                         l.insert(key, (excl, *grant));

@@ -26,10 +26,12 @@
 
 mod conn;
 mod data;
+mod granularity;
 mod reserve;
 mod revoke;
 mod state;
 
+pub use granularity::CONTENDED_FOR;
 pub use reserve::ExtentAsk;
 pub use state::{SHIP_OPS, State};
 
@@ -42,6 +44,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{FsError, Result};
 use crate::inode::{Kind, access};
 use crate::layout::{ROOT_INO, Superblock};
+use crate::lease::{bucket_of_key, names_of_key};
 use crate::map::{Map, ReadOnly};
 use crate::proto::{self, Reply, Request};
 use crate::txn::Changes;
@@ -122,9 +125,31 @@ impl Client {
         })
     }
 
+    /// The lease to hold while looking `name` up in directory `dir`: the directory, or
+    /// only the names of its bucket holding `name` while others work in it (see
+    /// [`granularity`]).
+    pub fn lookup_key(&self, dir: u64, name: &str) -> u64 {
+        crate::lease::names_key(dir, crate::dir::bucket_of(name))
+    }
+
+    /// The lease to hold, exclusive, while adding, removing or replacing the entry
+    /// `name` of directory `dir`: the directory, or only the bucket holding `name`
+    /// while others work in it.
+    pub fn entry_key(&self, dir: u64, name: &str) -> u64 {
+        crate::lease::bucket_key(dir, crate::dir::bucket_of(name))
+    }
+
     /// Requests sent to the service so far (each takes a round trip).
     pub fn requests_sent(&self) -> u64 {
         self.conn.requests_sent()
+    }
+
+    /// Lease revocations this client answered so far (each ships its journal and
+    /// gives a lease back).
+    pub fn revocations_answered(&self) -> u64 {
+        self.conn
+            .revocations
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The number the service gave this client.
@@ -151,6 +176,17 @@ impl Client {
     /// that two clients asking for the same pair do not take one each and trade them
     /// back and forth.
     pub fn leased_all(&self, keys: &[(u64, bool)]) -> Result<MutexGuard<'_, State>> {
+        self.leased_keys(keys, false)
+    }
+
+    /// Like [`Client::leased_all`], but a bucket's key or a bucket's names key is
+    /// first asked for as its whole directory, when no one else works there (see
+    /// [`granularity`]): granted only if that takes nothing from anyone.
+    pub fn leased_widening(&self, keys: &[(u64, bool)]) -> Result<MutexGuard<'_, State>> {
+        self.leased_keys(keys, true)
+    }
+
+    fn leased_keys(&self, keys: &[(u64, bool)], widen: bool) -> Result<MutexGuard<'_, State>> {
         let mut keys = keys.to_vec();
         keys.sort_unstable();
         let mut gave_back = false;
@@ -168,7 +204,12 @@ impl Client {
             // lease is still worth asking for.
             let _ = s.ship();
             drop(s);
+            let mut wider = Vec::new();
             for (key, exclusive) in missing {
+                if widen && let Some(dir) = self.try_directory(key, exclusive)? {
+                    wider.push(dir);
+                    continue;
+                }
                 match self.conn.call(&Request::Acquire { key, exclusive }, &[]) {
                     Ok(_) => {}
                     // The service caps the leases a client holds: give them all back
@@ -180,13 +221,42 @@ impl Client {
                     Err(e) => return Err(e),
                 }
             }
-            // The ancestries cached before the grants may have led elsewhere; what was
-            // read under leases held all along stands.
-            self.state().cache_forget_ancestries();
+            // The ancestries cached before the grants may have led elsewhere, and what
+            // was read of the objects the new leases cover (and of the directories
+            // above them) without a lease covering it may be stale; what was read
+            // under leases held all along stands.
+            self.state().forget_before_grants(&keys, !wider.is_empty());
         }
         Err(FsError::Refused(format!(
             "leases on {keys:?} revoked again and again"
         )))
+    }
+
+    /// Asks for the whole directory of bucket (or bucket's names) key `key` if no one
+    /// else worked there lately, and only if the service can grant it at once; the
+    /// directory if granted. A refusal of any kind (the client may search the
+    /// directory but not read it, say) leaves the bucket to be asked for.
+    fn try_directory(&self, key: u64, exclusive: bool) -> Result<Option<u64>> {
+        let Some((dir, _)) = bucket_of_key(key).or_else(|| names_of_key(key)) else {
+            return Ok(None);
+        };
+        if self.conn.contention.contended(dir) {
+            return Ok(None);
+        }
+        let ask = Request::TryAcquire {
+            key: dir,
+            exclusive,
+        };
+        match self.conn.call(&ask, &[]) {
+            Ok((Reply::Granted { grant }, _)) if grant != 0 => Ok(Some(dir)),
+            Ok(_) => {
+                // Someone else holds or waits for something there.
+                self.conn.contention.revoked(dir);
+                Ok(None)
+            }
+            Err(e @ FsError::Protocol(_)) => Err(e),
+            Err(_) => Ok(None),
+        }
     }
 
     /// Gives every lease back (after shipping the journal and registering open files,
@@ -245,7 +315,7 @@ impl Client {
         };
         let mut d = ROOT_INO;
         for c in dirs {
-            let mut s = self.leased(d, false)?;
+            let mut s = self.leased_widening(&[(self.lookup_key(d, c), false)])?;
             searchable(&mut s, d, path)?;
             d = s
                 .lookup(d, c)?
@@ -256,7 +326,7 @@ impl Client {
                 )));
             }
         }
-        let mut s = self.leased(d, false)?;
+        let mut s = self.leased_widening(&[(self.lookup_key(d, last), false)])?;
         searchable(&mut s, d, path)?;
         let last_ino = s.lookup(d, last)?;
         Ok((d, last, last_ino))
@@ -282,8 +352,31 @@ fn searchable(s: &mut State, d: u64, path: &str) -> Result<()> {
 }
 
 impl State {
-    fn cache_forget_ancestries(&mut self) {
+    /// Forgets, once new leases on `keys` are granted, every cached ancestry and the
+    /// cached inodes of the objects on the keys' ancestries: they may have been read
+    /// under a lease that did not cover them (a bucket's names do not cover the
+    /// directory), and another client may have changed them before the grant.
+    /// A lease on a whole directory or bucket covers objects whose inodes may have been
+    /// read without a lease covering them (a name's object, looked up under the
+    /// bucket's names lease): every cached inode goes then (`whole`, or a bucket key).
+    fn forget_before_grants(&mut self, keys: &[(u64, bool)], whole: bool) {
+        if whole || keys.iter().any(|&(k, _)| bucket_of_key(k).is_some()) {
+            self.cache.clear();
+            return;
+        }
+        let mut objects = Vec::new();
+        for &(k, _) in keys {
+            let up = self.cache.ancestry(k).map(|u| u.to_vec());
+            let up = up.unwrap_or_else(|| {
+                self.with_view(|v| Ok(crate::lease::ancestry(v, k)))
+                    .unwrap_or_default()
+            });
+            objects.extend(up.into_iter().map(crate::lease::object_of_key));
+        }
         self.cache.forget_ancestries();
+        for o in objects {
+            self.cache.forget_inode(o);
+        }
     }
 }
 

@@ -22,6 +22,9 @@ pub(super) fn revoker(rev: UnixStream, conn: Arc<Conn>, state: Arc<Mutex<State>>
 
 /// Ships the journal and releases grant `grant` of `key`.
 fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
+    conn.contention.revoked(key);
+    conn.revocations
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The grant's reply may still be unread on the request socket (the service sends
     // it before the revocation); it is read first, so the lease table knows it.
     let held = conn.settle_grant(key, grant);

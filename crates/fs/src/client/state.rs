@@ -217,7 +217,14 @@ impl State {
         };
         drop(leases);
         self.meta_cursor = out.meta_cursor;
-        self.cache.forget_pages(&sb, out.changes.keys().copied());
+        // Pages the batch freed go too: freeing leaves a page's contents as they were,
+        // and the service may put another file's index page there, at a page this
+        // client's own check of that later batch did not choose (the service places
+        // pages from its own cursor). A cached copy would then show the old file's
+        // page map under the new file (tests/freed_radix_pages.rs).
+        let freed = out.freed_meta_pages.iter().copied();
+        self.cache
+            .forget_pages(&sb, out.changes.keys().copied().chain(freed));
         for (p, img) in out.changes {
             self.batch_pages.insert(p);
             self.overlay.insert(p, img);

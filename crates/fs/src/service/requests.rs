@@ -49,6 +49,9 @@ impl State {
                 }
                 Err(e) => Err(e),
             },
+            Request::TryAcquire { key, exclusive } => self
+                .lease_allowed(id, key, exclusive)
+                .map(|()| (self.try_grant(id, key, exclusive), Vec::new())),
             Request::Ship => self.ship(id, attach).map(|_| (Reply::Ok, Vec::new())),
             Request::Release { key, grant } => {
                 let r = self.ship(id, attach);

@@ -6,7 +6,7 @@ use super::State;
 use crate::error::FsError;
 use crate::inode::{Inode, Kind, access};
 use crate::layout::ROOT_INO;
-use crate::lease::{ancestry, bucket_of_key, valid_key};
+use crate::lease::{ancestry, bucket_of_key, names_of_key, valid_key};
 use crate::proto::Reply;
 
 /// A lease request not yet granted.
@@ -48,7 +48,9 @@ impl State {
             let c = &self.clients[&id];
             (c.uid, c.gid)
         };
-        let (ino, bucket) = match bucket_of_key(key) {
+        // A bucket's names are judged as the bucket: reading them needs search
+        // permission on the directory, changing them write and search permission.
+        let (ino, bucket) = match bucket_of_key(key).or_else(|| names_of_key(key)) {
             Some((d, _)) => (d, true),
             None => (key, false),
         };
@@ -135,6 +137,24 @@ impl State {
             exclusive,
             up,
         });
+    }
+
+    /// Grants `key` to client `client` if no other client's lease conflicts with it and
+    /// no other client's waiting request does (it would overtake that request); grant 0
+    /// (nothing granted, nothing revoked) otherwise.
+    pub(super) fn try_grant(&mut self, client: u64, key: u64, exclusive: bool) -> Reply {
+        let up = self.with_view(|v| ancestry(v, key));
+        let waiting = self.waiters.iter().any(|e| {
+            e.client != client
+                && (exclusive || e.exclusive)
+                && (up.contains(&e.key) || e.up.contains(&key))
+        });
+        if waiting || !self.leases.conflicts(client, &up, exclusive).is_empty() {
+            return Reply::Granted { grant: 0 };
+        }
+        Reply::Granted {
+            grant: self.leases.grant(client, &up, exclusive),
+        }
     }
 
     /// Rebuilds the ancestries the lease table and the waiting requests keep, after a

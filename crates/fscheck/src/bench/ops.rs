@@ -46,6 +46,11 @@ pub trait FileOps {
     /// Ships whatever the file system batches (PXFS's pending metadata operations), so
     /// a timed phase pays for all the work it caused.
     fn sync(&mut self) -> Result<()>;
+    /// Lease revocations the file system's client answered so far (`None`: a file
+    /// system without leases).
+    fn revocations(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A directory of a kernel file system (tmpfs, ext4...) through ordinary system calls.
@@ -337,6 +342,9 @@ impl FileOps for PxfsVolume {
     fn sync(&mut self) -> Result<()> {
         self.fs.as_mut().expect("mounted until drop").sync()
     }
+    fn revocations(&self) -> Option<u64> {
+        self.fs.as_ref().and_then(|f| f.revocations())
+    }
 }
 
 impl FileOps for PxfsMount {
@@ -383,5 +391,8 @@ impl FileOps for PxfsMount {
     }
     fn sync(&mut self) -> Result<()> {
         self.pxfs().sync()
+    }
+    fn revocations(&self) -> Option<u64> {
+        Some(self.pxfs().client().revocations_answered())
     }
 }

@@ -125,4 +125,7 @@ impl<F: FileOps> Target for PosixTarget<'_, F> {
         }
         self.fs.sync()
     }
+    fn revocations(&self) -> Option<u64> {
+        self.fs.revocations()
+    }
 }

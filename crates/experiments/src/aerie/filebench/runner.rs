@@ -49,6 +49,10 @@ pub trait Target {
     fn append_log(&mut self, n: u64) -> Result<()>;
     /// Ships batched work after the timed loop (counted in the last iteration).
     fn finish(&mut self) -> Result<()>;
+    /// Lease revocations this target's client answered so far (`None`: no leases).
+    fn revocations(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The measurement of one personality on one set of targets.
@@ -64,6 +68,9 @@ pub struct Run {
     pub counts: Counts,
     /// Flowops skipped because the fileset had no file to pick.
     pub skipped: u64,
+    /// Lease revocations the threads' clients answered during the iterations (`None`:
+    /// a file system without leases).
+    pub revocations: Option<u64>,
 }
 
 /// Path of webserver's log file (the one-file `logfiles` fileset).
@@ -109,6 +116,7 @@ pub fn run(
         t.attach(log.map(|l| l.0))?;
     }
     let picker = Mutex::new(Picker::new(&set));
+    let revoked_before = revocations(targets);
     let start = Instant::now();
     let shares: Vec<Result<Share>> = std::thread::scope(|scope| {
         let handles: Vec<_> = targets
@@ -133,6 +141,9 @@ pub fn run(
             .collect()
     });
     let wall = start.elapsed().as_secs_f64();
+    let revocations = revocations(targets)
+        .zip(revoked_before)
+        .map(|(after, before)| after - before);
     let mut counts = Counts::default();
     let (mut secs, mut skipped) = (0.0, 0);
     for s in shares {
@@ -148,7 +159,13 @@ pub fn run(
         iterations_per_s: iters / wall,
         counts,
         skipped,
+        revocations,
     })
+}
+
+/// Revocations answered so far by all the targets' clients together.
+fn revocations(targets: &[&mut (dyn Target + Send)]) -> Option<u64> {
+    targets.iter().map(|t| t.revocations()).sum()
 }
 
 /// One thread's iterations: timed from its first flowop to the end of its target's
