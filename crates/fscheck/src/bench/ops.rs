@@ -46,6 +46,13 @@ pub trait FileOps {
     /// Ships whatever the file system batches (PXFS's pending metadata operations), so
     /// a timed phase pays for all the work it caused.
     fn sync(&mut self) -> Result<()>;
+    /// Waits for work the file system does in the background on its own account that
+    /// would compete with a timed phase for the cores (PXFS: the populating of the data
+    /// spaces it mapped, SCM being present from the start). Nothing for a kernel file
+    /// system.
+    fn settle(&mut self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A directory of a kernel file system (tmpfs, ext4...) through ordinary system calls.
@@ -337,6 +344,9 @@ impl FileOps for PxfsVolume {
     fn sync(&mut self) -> Result<()> {
         self.fs.as_mut().expect("mounted until drop").sync()
     }
+    fn settle(&mut self) -> Result<()> {
+        self.fs.as_mut().expect("mounted until drop").settle()
+    }
 }
 
 impl FileOps for PxfsMount {
@@ -383,5 +393,9 @@ impl FileOps for PxfsMount {
     }
     fn sync(&mut self) -> Result<()> {
         self.pxfs().sync()
+    }
+    fn settle(&mut self) -> Result<()> {
+        self.pxfs().client().wait_populated();
+        Ok(())
     }
 }
