@@ -469,3 +469,58 @@ impl Memory for Writable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resident bytes of the mapping that holds `addr`, from `/proc/self/smaps`.
+    fn resident_bytes(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((lo, hi)) = range.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = lo <= addr && addr < hi;
+            } else if inside && let Some(kb) = line.strip_prefix("Rss:") {
+                let kb = kb.trim().trim_end_matches("kB").trim();
+                return kb.parse::<u64>().unwrap() * 1024;
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    /// A benchmark waits on the populating signal before timing: when the wait returns,
+    /// every page of the data space must be mapped (resident), or the populating would
+    /// still compete with what is timed. A second mapping of the space in the process
+    /// shares the first one's signal.
+    #[test]
+    fn populated_signal_is_set_only_once_the_whole_space_is_mapped() {
+        let dir = tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs");
+        let path = dir.path().join("data.0");
+        let size = 64 << 20;
+        drop(pmlab_native::Region::create_file(&path, size).unwrap());
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let m = Map::of_data_file(&f, true).unwrap();
+        let second = Map::of_data_file(&f, false).unwrap();
+        assert!(
+            second.populating.is_none(),
+            "only the first mapping populates"
+        );
+        second.populated().expect("a shared signal").wait();
+        let rss = resident_bytes(m.as_ptr() as usize);
+        assert!(
+            rss >= m.len() as u64,
+            "{rss} bytes resident of a {}-byte space after the wait",
+            m.len()
+        );
+        m.populated().expect("a signal").wait();
+    }
+}
