@@ -24,11 +24,15 @@ use crate::media::PAGE;
 /// per so many puts.
 pub const EXTENTS_PER_RESERVE: u64 = 128;
 
-/// Object extents asked for at once on a volume whose domains hold `domain_pages`
-/// pages of objects of `object_pages`: [`EXTENTS_PER_RESERVE`], or fewer on a volume
-/// too small for many clients each to hold that many ahead of need (a 512th of a
-/// domain's objects, at least 16: the next ones are asked for while a quarter is used,
-/// so a put still seldom waits for them).
+/// Object extents a store's first reservation asks for on a volume whose domains hold
+/// `domain_pages` pages of objects of `object_pages`: [`EXTENTS_PER_RESERVE`], or fewer
+/// on a volume too small for many clients each to hold that many ahead of need (a
+/// 512th of a domain's objects, at least 16). Each further reservation asks for twice
+/// as many, up to [`EXTENTS_PER_RESERVE`], as libFS's inode and page batches grow: a
+/// store that puts many values soon asks seldom (with 16 at a time, the next ones
+/// were asked for twelve puts ahead, and a put often waited for the service to answer
+/// behind the batches it was applying), while each of a hundred stores that put a few
+/// holds few.
 pub fn extents_per_reserve(domain_pages: u64, object_pages: u64) -> u64 {
     (domain_pages / object_pages.max(1) / 512).clamp(16, EXTENTS_PER_RESERVE)
 }
@@ -40,6 +44,20 @@ struct ExtentPool {
     current: Option<(u16, Vec<u64>)>,
     /// The next extents, asked for and not yet answered.
     next: Option<(u16, crate::client::ExtentAsk)>,
+    /// Extents the next reservation asks for (0: not yet set, see
+    /// [`extents_per_reserve`]).
+    batch: u64,
+    /// Extents the reservation in `current` granted.
+    granted: u64,
+}
+
+impl ExtentPool {
+    /// Extents to ask for now (at least `floor`); the next ask takes twice as many.
+    fn next_batch(&mut self, floor: u64) -> u64 {
+        let want = self.batch.max(floor);
+        self.batch = (want * 2).min(EXTENTS_PER_RESERVE.max(floor));
+        want
+    }
 }
 
 /// A KVFS store: one directory of a volume.
@@ -88,7 +106,7 @@ impl Kvfs {
         crate::dir::check_name(key)?;
         let mut s = self.client.leased(self.lock_of(key), true)?;
         let n = s.sb().kv_object_pages;
-        let per = extents_per_reserve(s.sb().domain_pages, n);
+        let floor = extents_per_reserve(s.sb().domain_pages, n);
         if value.len() as u64 > n * PAGE {
             return Err(FsError::NoSpace(format!(
                 "value of {} bytes exceeds the {}-byte object",
@@ -107,10 +125,18 @@ impl Kvfs {
                     Some(Ok(v)) => v,
                     // Refused (the client's limit counts the extents its journal used and
                     // has not shipped): asked again, shipping first if need be.
-                    Some(Err(FsError::NoSpace(_))) | None => s.take_extents(domain, n, per)?,
+                    Some(Err(FsError::NoSpace(_))) => {
+                        pool.batch = floor;
+                        s.take_extents(domain, n, floor)?
+                    }
+                    None => {
+                        let per = pool.next_batch(floor);
+                        s.take_extents(domain, n, per)?
+                    }
                     Some(Err(e)) => return Err(e),
                 };
                 starts.reverse();
+                pool.granted = starts.len() as u64;
                 pool.current = Some((domain, starts));
             }
             let (_, starts) = pool.current.as_mut().unwrap();
@@ -120,13 +146,15 @@ impl Kvfs {
             // serves this client's requests in order and may be applying the batches
             // shipped before the request (a KVFS batch of 256 operations took it about
             // 1.2 ms when measured, some thirty puts' worth, and batches queue up).
-            if starts.len() as u64 <= per * 3 / 4 && pool.next.is_none() {
+            let left = starts.len() as u64;
+            if left * 4 <= pool.granted * 3 && pool.next.is_none() {
+                let per = pool.next_batch(floor);
                 pool.next = Some((domain, s.ask_extents(domain, n, per)?));
             }
             first
         };
         s.write_data(domain, extent * PAGE, value)?;
-        s.persist_data(domain, &[(extent * PAGE, value.len() as u64)])?;
+        s.fence_data(domain)?;
         // One local check for the whole put: the create (if new), the extent and the
         // size touch the same inode page, which one check reads and seals once.
         let mut ops = Vec::with_capacity(3);

@@ -38,6 +38,8 @@ pub struct Map {
     /// The thread populating a data space's page tables (joined before the mapping
     /// goes, so it never touches an address range mapped to something else).
     populating: Option<std::thread::JoinHandle<()>>,
+    /// Set when that thread is done (see [`Map::populated`]).
+    populated: Option<Populated>,
     /// The data space file (device, inode) this mapping counts in [`MAPPED_SPACES`].
     space: Option<(u64, u64)>,
 }
@@ -52,8 +54,63 @@ pub struct Map {
 /// faults and allocations behind it: fifty FileBench threads took seconds per
 /// iteration. The other mappings fault their pages in on first touch, from the page
 /// cache the first one filled.
-static MAPPED_SPACES: std::sync::Mutex<std::collections::BTreeMap<(u64, u64), usize>> =
+///
+/// Each entry also holds the populating thread's signal, which every mapping of the
+/// space shares.
+#[allow(clippy::type_complexity)]
+static MAPPED_SPACES: std::sync::Mutex<std::collections::BTreeMap<(u64, u64), (usize, Populated)>> =
     std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Counts a new mapping of the data space `f` in [`MAPPED_SPACES`]: its key, whether it
+/// is the first live one (which populates), and the space's populating signal.
+fn register_space(f: &std::fs::File) -> (Option<(u64, u64)>, bool, Populated) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(md) = f.metadata() else {
+        return (None, true, Populated::default());
+    };
+    let key = (md.dev(), md.ino());
+    let mut spaces = MAPPED_SPACES.lock().unwrap_or_else(|e| e.into_inner());
+    let e = spaces
+        .entry(key)
+        .or_insert_with(|| (0, Populated::default()));
+    e.0 += 1;
+    (Some(key), e.0 == 1, e.1.clone())
+}
+
+/// Populates `[at, at+len)` from a thread of its own, which sets `done` when finished
+/// (at once if no thread could be started).
+fn spawn_populate(
+    at: usize,
+    len: usize,
+    writable: bool,
+    done: Populated,
+) -> Option<std::thread::JoinHandle<()>> {
+    let advice = if writable {
+        libc::MADV_POPULATE_WRITE
+    } else {
+        libc::MADV_POPULATE_READ
+    };
+    let signal = done.clone();
+    let t = std::thread::Builder::new()
+        .name("pmlab-populate".into())
+        .spawn(move || {
+            let page = 4096;
+            let lo = at / page * page;
+            // SAFETY: the range lies in a mapping the Map owns, and the Map joins this
+            // thread before unmapping it; populating neither moves nor changes the
+            // mapping. An older kernel refuses (EINVAL), and the space is then
+            // demand-paged, as correct and slower.
+            unsafe {
+                libc::madvise(lo as *mut libc::c_void, at + len - lo, advice);
+            }
+            signal.set();
+        })
+        .ok();
+    if t.is_none() {
+        done.set();
+    }
+    t
+}
 
 impl Drop for Map {
     fn drop(&mut self) {
@@ -62,12 +119,34 @@ impl Drop for Map {
         }
         if let Some(k) = self.space.take() {
             let mut m = MAPPED_SPACES.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(n) = m.get_mut(&k) {
+            if let Some((n, _)) = m.get_mut(&k) {
                 *n -= 1;
                 if *n == 0 {
                     m.remove(&k);
                 }
             }
+        }
+    }
+}
+
+/// Whether a data space's populating thread is done, and a way to wait for it without
+/// holding whatever owns the [`Map`] (a client's state, which its revocations need).
+#[derive(Clone, Default)]
+pub struct Populated(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Populated {
+    fn set(&self) {
+        let (done, cv) = &*self.0;
+        *done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+    }
+
+    /// Blocks until the populating thread is done.
+    pub fn wait(&self) {
+        let (done, cv) = &*self.0;
+        let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*d {
+            d = cv.wait(d).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
@@ -135,44 +214,27 @@ impl Map {
             inner,
             guard: None,
             populating: None,
+            populated: None,
             space: None,
         };
         m.guard = crate::guard::Guard::register(m.as_ptr(), m.len());
-        let first = match f.metadata() {
-            Ok(md) => {
-                use std::os::unix::fs::MetadataExt;
-                let key = (md.dev(), md.ino());
-                m.space = Some(key);
-                let mut spaces = MAPPED_SPACES.lock().unwrap_or_else(|e| e.into_inner());
-                let n = spaces.entry(key).or_insert(0);
-                *n += 1;
-                *n == 1
-            }
-            Err(_) => true,
-        };
+        let (space, first, signal) = register_space(f);
+        m.space = space;
+        m.populated = Some(signal.clone());
         if tmpfs && first {
-            let (at, len) = (m.as_ptr() as usize, m.len());
-            let advice = if writable {
-                libc::MADV_POPULATE_WRITE
-            } else {
-                libc::MADV_POPULATE_READ
-            };
-            m.populating = std::thread::Builder::new()
-                .name("pmlab-populate".into())
-                .spawn(move || {
-                    let page = 4096;
-                    let lo = at / page * page;
-                    // SAFETY: the range lies in a mapping the Map owns, and the Map
-                    // joins this thread before unmapping it; populating neither moves
-                    // nor changes the mapping. An older kernel refuses (EINVAL), and
-                    // the space is then demand-paged, as correct and slower.
-                    unsafe {
-                        libc::madvise(lo as *mut libc::c_void, at + len - lo, advice);
-                    }
-                })
-                .ok();
+            m.populating = spawn_populate(m.as_ptr() as usize, m.len(), writable, signal);
+        } else if first {
+            signal.set();
         }
         Ok(m)
+    }
+
+    /// The signal of the thread populating this data space in this process (started by
+    /// its first live mapping here, on tmpfs; set at once elsewhere): a benchmark waits
+    /// on it before its timed phase, since SCM is present from the start and the thread
+    /// would otherwise compete for the cores with what is timed.
+    pub fn populated(&self) -> Option<Populated> {
+        self.populated.clone()
     }
 
     /// Fails if a SIGBUS hit this mapping (its file was cut short under it): what was
@@ -222,6 +284,7 @@ impl Map {
             inner,
             guard: None,
             populating: None,
+            populated: None,
             space: None,
         })
     }
@@ -232,6 +295,7 @@ impl Map {
             inner: Inner::Writable(region),
             guard: None,
             populating: None,
+            populated: None,
             space: None,
         }
     }
@@ -295,6 +359,15 @@ impl Map {
     /// file was cut short under the mapping (see [`Map::intact`]).
     pub fn write_at(&mut self, off: u64, data: &[u8]) -> Result<()> {
         self.region_mut()?.write(off, data)?;
+        self.intact()
+    }
+
+    /// Copies bytes in so that the next [`Map::fence`] makes them durable, with no
+    /// flush to issue ([`Region::write_streaming`]: non-temporal stores for whole
+    /// lines); refused on a read-only mapping, and failing if the file was cut short
+    /// under the mapping.
+    pub fn write_streaming(&mut self, off: u64, data: &[u8]) -> Result<()> {
+        self.region_mut()?.write_streaming(off, data)?;
         self.intact()
     }
 
@@ -394,5 +467,60 @@ impl Memory for Writable {
             Inner::Writable(r) => r.persist_counters(),
             Inner::ReadOnly(_) => PersistCounters::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resident bytes of the mapping that holds `addr`, from `/proc/self/smaps`.
+    fn resident_bytes(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((lo, hi)) = range.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                inside = lo <= addr && addr < hi;
+            } else if inside && let Some(kb) = line.strip_prefix("Rss:") {
+                let kb = kb.trim().trim_end_matches("kB").trim();
+                return kb.parse::<u64>().unwrap() * 1024;
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    /// A benchmark waits on the populating signal before timing: when the wait returns,
+    /// every page of the data space must be mapped (resident), or the populating would
+    /// still compete with what is timed. A second mapping of the space in the process
+    /// shares the first one's signal.
+    #[test]
+    fn populated_signal_is_set_only_once_the_whole_space_is_mapped() {
+        let dir = tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs");
+        let path = dir.path().join("data.0");
+        let size = 64 << 20;
+        drop(pmlab_native::Region::create_file(&path, size).unwrap());
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let m = Map::of_data_file(&f, true).unwrap();
+        let second = Map::of_data_file(&f, false).unwrap();
+        assert!(
+            second.populating.is_none(),
+            "only the first mapping populates"
+        );
+        second.populated().expect("a shared signal").wait();
+        let rss = resident_bytes(m.as_ptr() as usize);
+        assert!(
+            rss >= m.len() as u64,
+            "{rss} bytes resident of a {}-byte space after the wait",
+            m.len()
+        );
+        m.populated().expect("a signal").wait();
     }
 }

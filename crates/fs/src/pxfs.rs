@@ -310,7 +310,6 @@ impl Pxfs {
         if !ops.is_empty() {
             s.record_all(ops)?;
         }
-        let mut ranges = Vec::with_capacity(pages.len() + 2);
         let zeros = [0u8; PAGE as usize];
         let mut done = 0;
         for (k, idx) in (first..=last).enumerate() {
@@ -323,21 +322,20 @@ impl Pxfs {
                 // this write leaves of it below the end of file is a hole.
                 if inpg > 0 {
                     s.write_data(i.domain, p * PAGE, &zeros[..inpg])?;
-                    ranges.push((p * PAGE, inpg as u64));
                 }
                 let written_end = idx * PAGE + (inpg + n) as u64;
                 if written_end < old_size && inpg + n < PAGE as usize {
                     let tail = p * PAGE + (inpg + n) as u64;
                     s.write_data(i.domain, tail, &zeros[inpg + n..])?;
-                    ranges.push((tail, PAGE - (inpg + n) as u64));
                 }
             }
             let at = p * PAGE + inpg as u64;
             s.write_data(i.domain, at, &data[done..done + n])?;
-            ranges.push((at, n as u64));
             done += n;
         }
-        s.persist_data(i.domain, &merge_ranges(ranges))?;
+        // The writes need no flush (non-temporal stores, see `State::write_data`): one
+        // fence makes them durable.
+        s.fence_data(i.domain)?;
         Ok(end)
     }
 
@@ -663,19 +661,6 @@ fn map_holes(s: &mut State, ino: u64, d: u16, first: u64, pages: &mut [u64]) -> 
     Ok(ops)
 }
 
-/// Byte ranges `(offset, len)` sorted and merged where they touch.
-fn merge_ranges(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for (off, len) in v {
-        match out.last_mut() {
-            Some((o, l)) if *o + *l >= off => *l = (*l).max(off + len - *o),
-            _ => out.push((off, len)),
-        }
-    }
-    out
-}
-
 /// Zeroes the bytes `[from, to)` of file `ino` (inode `i`, whose size is `from`) that
 /// lie in pages it already maps, before the file grows over them.
 ///
@@ -706,7 +691,7 @@ fn zero_gap(s: &mut State, ino: u64, i: &Inode, from: u64, to: u64) -> Result<()
         }
         let at = p * PAGE + lo % PAGE;
         s.write_data(i.domain, at, &zeros[..(hi - lo) as usize])?;
-        s.persist_data(i.domain, &[(at, hi - lo)])?;
+        s.fence_data(i.domain)?;
     }
     Ok(())
 }

@@ -43,6 +43,7 @@ mod mapping;
 mod persist;
 mod region;
 pub mod scm_model;
+mod stream;
 
 pub use error::{RegionError, RegionSource};
 pub use header::{DATA_OFFSET, HEADER_LEN, Header, LAYOUT_VERSION, MAGIC, MIN_REGION_SIZE};
@@ -50,3 +51,4 @@ pub use mapped_range::MappedRange;
 pub use mapping::Medium;
 pub use persist::{CpuPersistFeatures, PersistMode};
 pub use region::{ReadOnlyRegion, Region, RegionInfo, default_persist_mode};
+pub use stream::stream_available;

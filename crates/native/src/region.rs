@@ -384,6 +384,46 @@ impl Region {
         )
     }
 
+    /// Stores `data` at `addr` so that the next [`Memory::fence`] makes it durable,
+    /// with no flush to issue for it: in a CPU flush mode (`clwb`, `clflushopt`,
+    /// `clflush`) on x86_64 the whole cache lines it covers are written with
+    /// non-temporal stores ([`crate::stream`]), and a partial line at either end by an
+    /// ordinary store and a flush of that line; in the other modes, or elsewhere, the
+    /// whole range by an ordinary store and a flush. Every line counts as one flush in
+    /// [`Memory::persist_counters`] and is charged to the SCM write model either way.
+    /// Large copies are faster so (each line goes to memory once, not read for
+    /// ownership first and written back after); the lines are not left in the cache.
+    pub fn write_streaming(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
+        check_bounds(addr, data.len() as u64, self.size())?;
+        if !crate::stream::stream_available() || !self.mode.is_cpu_flush() {
+            self.write(addr, data)?;
+            return self.flush(addr, data.len() as u64, FlushKind::Clwb);
+        }
+        let at = self.data_addr(addr);
+        let base = self.backing.map.ptr();
+        let (head, body, _) = crate::stream::split_lines(base as usize + at, data.len());
+        let (h, rest) = data.split_at(head);
+        let (b, t) = rest.split_at(body);
+        if !h.is_empty() {
+            self.write(addr, h)?;
+            self.flush(addr, h.len() as u64, FlushKind::Clwb)?;
+        }
+        if !b.is_empty() {
+            // SAFETY: bounds were checked; `base + at + head` is line-aligned and the
+            // body a whole number of lines, inside the live writable mapping.
+            unsafe { crate::stream::stream_lines(base.add(at + head), b) };
+            let lines = (body as u64) / pmlab_spine::LINE;
+            self.counters.flushes += lines;
+            crate::scm_model::charge_lines(lines);
+        }
+        if !t.is_empty() {
+            let ta = addr + (head + body) as u64;
+            self.write(ta, t)?;
+            self.flush(ta, t.len() as u64, FlushKind::Clwb)?;
+        }
+        Ok(())
+    }
+
     fn data_addr(&self, addr: Addr) -> usize {
         (self.backing.header.data_offset + addr) as usize
     }

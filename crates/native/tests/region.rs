@@ -202,3 +202,64 @@ fn persist_modes_can_be_switched_only_to_supported_ones() {
         }
     }
 }
+
+/// Streaming writes store exactly the bytes an ordinary write does, at every alignment
+/// of either end, count one flush per line they span, and need only a fence: in the
+/// CPU flush mode (non-temporal stores for whole lines on x86_64) and in the fallback
+/// (`Portable`: an ordinary store and a flush).
+#[test]
+fn streaming_writes_store_the_same_bytes_in_every_mode() {
+    let modes = [
+        CpuPersistFeatures::detect().best_mode(),
+        PersistMode::Portable,
+    ];
+    for mode in modes {
+        let mut r = Region::create_memfd("s", MIB).unwrap();
+        r.set_persist_mode(mode).unwrap();
+        let mut expect = vec![0u8; 3 * 4096];
+        let mut seed = 1u64;
+        for (at, len) in [
+            (0, 4096),
+            (1, 63),
+            (63, 2),
+            (64, 64),
+            (5, 4000),
+            (100, 8000),
+            (4095, 1),
+        ] {
+            let data: Vec<u8> = (0..len)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (seed >> 56) as u8
+                })
+                .collect();
+            let before = r.persist_counters();
+            r.write_streaming(at, &data).unwrap();
+            let spanned = (at + len as u64).div_ceil(64) - at / 64;
+            assert_eq!(
+                r.persist_counters().flushes - before.flushes,
+                spanned,
+                "{mode:?}: lines of a write of {len} bytes at {at}"
+            );
+            r.fence();
+            expect[at as usize..at as usize + len].copy_from_slice(&data);
+            let mut got = vec![0u8; expect.len()];
+            r.read(0, &mut got).unwrap();
+            assert!(
+                got == expect,
+                "{mode:?}: bytes after a write of {len} bytes at {at}"
+            );
+        }
+        assert!(r.write_streaming(MIB - 4096 - 4, &[0; 8]).is_err());
+    }
+    println!(
+        "streaming path: {}",
+        if pmlab_native::stream_available() {
+            "non-temporal stores (x86_64)"
+        } else {
+            "ordinary stores and flushes"
+        }
+    );
+}

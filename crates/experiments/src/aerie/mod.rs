@@ -84,9 +84,17 @@ pub struct Config {
     pub scm_write_model: bool,
     /// The thread counts each personality runs with (each a separate measurement).
     pub threads: Vec<Threads>,
+    /// The file systems that run (names of [`SYSTEMS`]; all of them when empty): a
+    /// profile of one system's run without the others'.
+    pub systems: Vec<String>,
 }
 
 impl Config {
+    /// Whether file system `sys` runs (see [`Config::systems`]).
+    pub fn runs_system(&self, sys: &str) -> bool {
+        self.systems.is_empty() || self.systems.iter().any(|s| s == sys)
+    }
+
     /// The thread counts personality `p` runs with, in order, each once.
     pub fn thread_counts(&self, p: Personality) -> Vec<usize> {
         let mut v: Vec<usize> = Vec::new();
@@ -124,6 +132,7 @@ impl Config {
             mode: "full",
             scm_write_model: false,
             threads: vec![Threads::Fixed(1), Threads::Paper],
+            systems: Vec::new(),
         }
     }
 

@@ -59,8 +59,15 @@ fn fs_err(what: String) -> impl FnOnce(pmlab_fs::FsError) -> AerieError {
     move |source| AerieError::Fs { what, source }
 }
 
-/// The systems a personality runs on: KVFS only where its interface fits (webproxy).
-fn systems_for(p: Personality, ext4: bool) -> Vec<&'static str> {
+/// The systems a personality runs on: KVFS only where its interface fits (webproxy);
+/// only those `config` names, if it names any.
+fn systems_for(config: &Config, p: Personality, ext4: bool) -> Vec<&'static str> {
+    let mut v = all_systems_for(p, ext4);
+    v.retain(|s| config.runs_system(s));
+    v
+}
+
+fn all_systems_for(p: Personality, ext4: bool) -> Vec<&'static str> {
     let mut v = vec!["tmpfs"];
     if ext4 {
         v.push("ext4");
@@ -229,6 +236,9 @@ fn mount_ext4(config: &Config) -> (Option<Ext4Loop>, Option<String>) {
     if !config.ext4 {
         return (None, Some("not requested (--no-ext4)".to_string()));
     }
+    if !config.runs_system("ext4") {
+        return (None, Some("not among --systems".to_string()));
+    }
     match Ext4Loop::mount(&config.scratch, &config.mount_parent, config.ext4_bytes) {
         Ok(m) => (Some(m), None),
         Err(why) => {
@@ -291,6 +301,7 @@ pub fn measure(config: &Config) -> Result<Measurements, AerieError> {
         .into_iter()
         .filter(|_| config.run_table2)
         .filter(|s| *s != "ext4" || ext4.is_some())
+        .filter(|s| config.runs_system(s))
         .collect();
     let runs: Vec<(Personality, Params, usize)> = config
         .personalities
@@ -306,7 +317,7 @@ pub fn measure(config: &Config) -> Result<Measurements, AerieError> {
         * (t2_systems.len()
             + runs
                 .iter()
-                .map(|(p, _, _)| systems_for(*p, ext4.is_some()).len())
+                .map(|(p, _, _)| systems_for(config, *p, ext4.is_some()).len())
                 .sum::<usize>());
     let bar = progress_bar(config, steps);
     let mut t2: Vec<Table2Samples> = t2_systems
@@ -327,7 +338,7 @@ pub fn measure(config: &Config) -> Result<Measurements, AerieError> {
             bar.inc(1);
         }
         for &(p, params, threads) in &runs {
-            for sys in systems_for(p, ext4.is_some()) {
+            for sys in systems_for(config, p, ext4.is_some()) {
                 bar.set_message(format!("rep {}: {} x{threads} on {sys}", rep + 1, p.name()));
                 let r = personality_on(config, ext4.as_ref(), sys, (p, params), threads, seed)?;
                 record(&mut fb, (p, params), sys, r);

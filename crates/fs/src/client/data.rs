@@ -74,6 +74,18 @@ impl State {
         }
     }
 
+    /// The populating signals of the data spaces this client maps (see
+    /// [`Map::populated`]).
+    pub(super) fn populated_signals(&self) -> Vec<crate::map::Populated> {
+        self.domains
+            .values()
+            .filter_map(|s| match s {
+                DataSpace::Mapped(m) => m.populated(),
+                DataSpace::WriteOnly => None,
+            })
+            .collect()
+    }
+
     /// Forgets domain `d`'s mapping after a read or write through it failed (another
     /// client cut its file short): the next access maps it afresh.
     pub fn drop_mapping(&mut self, d: u16) {
@@ -90,12 +102,14 @@ impl State {
     }
 
     /// Writes bytes at byte `off` of domain `d`'s data space: into the writable
-    /// mapping (made durable by [`State::persist_data`]), or through the service for a
-    /// write-only domain (durable when this returns). Refused if the client may not
-    /// write the domain.
+    /// mapping, durable at the next [`State::fence_data`] (written with non-temporal
+    /// stores, [`Map::write_streaming`], so no line needs a flush: a data write goes to
+    /// memory once instead of being read into the cache and written back), or through
+    /// the service for a write-only domain (durable when this returns). Refused if the
+    /// client may not write the domain.
     pub fn write_data(&mut self, d: u16, off: u64, bytes: &[u8]) -> Result<()> {
         let r = match self.space(d)? {
-            DataSpace::Mapped(m) if m.writable() => m.write_at(off, bytes),
+            DataSpace::Mapped(m) if m.writable() => m.write_streaming(off, bytes),
             DataSpace::Mapped(_) => Err(FsError::Denied(format!("domain {d} is mapped read-only"))),
             DataSpace::WriteOnly => {
                 let req = Request::WriteData {
@@ -111,13 +125,11 @@ impl State {
         r
     }
 
-    /// Makes the byte ranges `(offset, len)` of domain `d` written through its mapping
-    /// durable: every range written back, then one fence.
-    pub fn persist_data(&mut self, d: u16, ranges: &[(u64, u64)]) -> Result<()> {
+    /// Makes every write of domain `d`'s data through [`State::write_data`] so far
+    /// durable: one fence (sfence), which orders the non-temporal stores and flushes
+    /// those writes issued.
+    pub fn fence_data(&mut self, d: u16) -> Result<()> {
         if let DataSpace::Mapped(m) = self.space(d)? {
-            for &(off, len) in ranges {
-                m.flush_range(off, len);
-            }
             m.fence();
         }
         Ok(())

@@ -90,6 +90,7 @@ fn large_file<F: FileOps>(fs: &mut F, sizes: &Sizes, out: &mut [f64; 8]) -> Resu
     }
     fs.close(h)?;
     fs.sync()?;
+    fs.settle()?;
 
     let h = fs.open(big, true, false)?;
     out[0] = timed(blocks as usize, || {

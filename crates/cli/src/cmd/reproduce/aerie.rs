@@ -43,6 +43,10 @@ pub struct Args {
     /// of its own. Default: 1,paper (full), 1 (--quick).
     #[arg(long, value_delimiter = ',')]
     threads: Vec<aerie::Threads>,
+    /// Run only these file systems (comma-separated: tmpfs, ext4, PXFS, KVFS; default:
+    /// all): to profile one of them alone. Ratios need tmpfs in the same run.
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<String>,
     /// Skip Table 2 (the microbenchmarks); run only the personalities.
     #[arg(long)]
     no_table2: bool,
@@ -81,6 +85,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .personalities
             .retain(|(p, _)| args.only.iter().any(|n| n == p.name()));
     }
+    for name in &args.systems {
+        anyhow::ensure!(
+            aerie::SYSTEMS.contains(&name.as_str()),
+            "--systems {name:?} is not one of tmpfs, ext4, PXFS, KVFS"
+        );
+    }
+    config.systems = args.systems.clone();
     config.run_table2 = !args.no_table2;
     if !args.threads.is_empty() {
         config.threads = args.threads.clone();

@@ -58,6 +58,7 @@ impl<F: FileOps> Target for PosixTarget<'_, F> {
             self.fs.close(h)?;
         }
         self.fs.sync()?;
+        self.fs.settle()?;
         self.attach(log.map(|l| l.0))
     }
     fn attach(&mut self, log: Option<&str>) -> Result<()> {
