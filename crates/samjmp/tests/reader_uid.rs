@@ -58,15 +58,14 @@ fn perms_at(base: u64) -> String {
 }
 
 fn child_role(role: &str) {
-    let reg = registry();
     match role {
-        "writer" => match VasStore::open(&reg, "s", true) {
+        "writer" => match VasStore::open(&registry(), "s", true) {
             Err(SamError::Vas(VasError::PermissionDenied { .. })) => {}
             Err(e) => panic!("wrong error: {e}"),
             Ok(_) => panic!("65534 got the writable VAS"),
         },
         "reader" => {
-            let st = VasStore::open(&reg, "s", false).unwrap();
+            let st = VasStore::open(&registry(), "s", false).unwrap();
             assert!(!st.writable());
             let (n, m) = read(&st);
             assert_eq!((n, m), want());
@@ -75,7 +74,7 @@ fn child_role(role: &str) {
             eprintln!("reader: mapping {perms}, {n} records, {m} selected");
         }
         "store" => {
-            let st = VasStore::open(&reg, "s", false).unwrap();
+            let st = VasStore::open(&registry(), "s", false).unwrap();
             // SAFETY: none: this store must be refused by the MMU (SIGSEGV).
             unsafe { std::ptr::write_volatile(st.arena.base().add(4096), 1u8) };
             panic!("a store into a read-only mapping succeeded");

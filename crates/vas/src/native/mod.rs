@@ -26,6 +26,7 @@ mod objects;
 pub mod protect;
 pub mod registry;
 pub mod segfile;
+mod vasrec;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

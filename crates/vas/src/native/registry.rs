@@ -351,16 +351,21 @@ impl Registry {
         bytes.truncate(n);
         let text = String::from_utf8(bytes)
             .map_err(|e| VasError::format(&p, "byte 0", format!("not UTF-8 text: {e}")))?;
-        let rec: VasRecord = toml::from_str(&text).map_err(|e| {
-            let at = e
-                .span()
-                .map(|s| {
-                    let line = text[..s.start].matches('\n').count() + 1;
-                    format!("line {line}")
-                })
-                .unwrap_or_else(|| "line ?".into());
-            VasError::format(&p, at, e.message().to_string())
-        })?;
+        // The text the registry writes is read directly; anything else by the TOML
+        // parser (see vasrec). The checks below apply to both.
+        let parsed = super::vasrec::parse_canonical(&text).map(Ok);
+        let rec: VasRecord = parsed
+            .unwrap_or_else(|| toml::from_str(&text))
+            .map_err(|e| {
+                let at = e
+                    .span()
+                    .map(|s| {
+                        let line = text[..s.start].matches('\n').count() + 1;
+                        format!("line {line}")
+                    })
+                    .unwrap_or_else(|| "line ?".into());
+                VasError::format(&p, at, e.message().to_string())
+            })?;
         if rec.format != VAS_FORMAT {
             return Err(VasError::format(
                 &p,
