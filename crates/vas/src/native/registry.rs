@@ -88,13 +88,15 @@ pub struct FileOwner {
 }
 
 /// One version of a registry file: every change of an object is a new file renamed
-/// into place (a new inode), and a chmod or chown changes the change time.
+/// into place (a new inode), and a chmod or chown changes the change time (a file
+/// written in place, as the registry never does, changes its size or times).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileStamp {
     dev: u64,
     ino: u64,
-    ctime: i64,
-    ctime_nsec: i64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
 }
 
 impl FileStamp {
@@ -102,8 +104,9 @@ impl FileStamp {
         FileStamp {
             dev: meta.dev(),
             ino: meta.ino(),
-            ctime: meta.ctime(),
-            ctime_nsec: meta.ctime_nsec(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
         }
     }
 }
