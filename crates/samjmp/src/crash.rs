@@ -32,16 +32,27 @@ pub enum Broken {
     /// `view` stops one base early (off by one at the region's end). Caught by the
     /// comparison with `samtools view`.
     ViewEndEarly,
+    /// A load into a VAS builds its objects without the name's creation lock, so a
+    /// second load of the same name at once takes the first one's half-made objects
+    /// for those of a load that died and replaces them. Caught by the concurrent-load
+    /// test.
+    CreateUnlocked,
+    /// A load into a region file renames it into place over whatever is there, so of
+    /// two loads of one name at once both succeed and the later replaces the other's.
+    /// Caught by the concurrent-load test.
+    RenameOver,
 }
 
 impl Broken {
     /// Every variant with its name.
-    pub const ALL: [(Broken, &'static str); 5] = [
+    pub const ALL: [(Broken, &'static str); 7] = [
         (Broken::PublishFirst, "publish-first"),
         (Broken::UnstableSort, "unstable-sort"),
         (Broken::NameBytes, "name-bytes"),
         (Broken::IndexLate, "index-late"),
         (Broken::ViewEndEarly, "view-end-early"),
+        (Broken::CreateUnlocked, "create-unlocked"),
+        (Broken::RenameOver, "rename-over"),
     ];
 }
 
@@ -91,6 +102,19 @@ pub fn point() {
         unsafe { libc::raise(libc::SIGKILL) };
     }
     LEFT.store(left - 1, Ordering::Relaxed);
+}
+
+/// Holds a load open where a second load of the same name could meet it: with
+/// `PMLAB_SAM_PAUSE_MS=N` (tests only) the process sleeps N ms after a VAS load made
+/// its first object and before it made the rest, or before a region file is put in
+/// place. Without the variable nothing happens.
+pub fn pause_point() {
+    if let Some(ms) = std::env::var("PMLAB_SAM_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }
 
 /// Crash points passed so far.

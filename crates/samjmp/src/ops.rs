@@ -126,9 +126,20 @@ pub fn run(target: &Target, op: &Op, out: &mut dyn Write) -> Result<Timing, SamE
             Ok(Timing { open_s, op_s })
         }
         Target::Region(path) => {
-            let mut rf = RegionFile::open(path)?;
+            let mut rf = match RegionFile::open(path) {
+                Err(e) if write_denied(&e) && matches!(op, Op::Flagstat | Op::View { .. }) => {
+                    // May not write, as a VAS's reader: a read-only mapping; the result
+                    // is printed, not left behind.
+                    RegionFile::open_read_only(path)?
+                }
+                r => r?,
+            };
             let open_s = t.elapsed().as_secs_f64();
-            run_on(&mut rf.arena, op, out)?;
+            if rf.writable() {
+                run_on(&mut rf.arena, op, out)?;
+            } else {
+                run_read_only(&rf.arena, op, out)?;
+            }
             out.flush()
                 .map_err(|e| SamError::io("write", "standard output", e))?;
             let op_s = t.elapsed().as_secs_f64() - open_s;
@@ -149,8 +160,20 @@ pub fn check(target: &Target) -> Result<crate::check::Summary, SamError> {
             };
             crate::check::check(&st.arena)
         }
-        Target::Region(path) => crate::check::check(&RegionFile::open(path)?.arena),
+        Target::Region(path) => {
+            let rf = match RegionFile::open(path) {
+                Err(e) if write_denied(&e) => RegionFile::open_read_only(path)?,
+                r => r?,
+            };
+            crate::check::check(&rf.arena)
+        }
     }
+}
+
+/// Whether opening a region file for writing failed because the kernel denies this
+/// process write access to it.
+fn write_denied(e: &SamError) -> bool {
+    matches!(e, SamError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 /// `pmlab sam flagstat FILE`: loads into anonymous memory and counts, in one go.

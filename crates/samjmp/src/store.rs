@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use memmap2::{Advice, MmapMut, MmapOptions};
+use memmap2::{Advice, Mmap, MmapMut, MmapOptions};
 use pmlab_vas::native::NativeSpaces;
 use pmlab_vas::{Access, AttachTo, Mode, SegCtl, SpaceJmp, VasCtl, VasHandle};
 
 use crate::arena::{Arena, Offsets, Pointers};
+use crate::crash::{self, Broken};
 use crate::error::SamError;
 use crate::ingest::{Format, detect};
 
@@ -51,6 +52,13 @@ impl VasStore {
     /// replaced; a finished load or anything else is refused.
     pub fn create(dir: &Path, name: &str, size: u64, mode: Mode) -> Result<Self, SamError> {
         let mut s = NativeSpaces::open(dir)?;
+        // Held until this load holds the segment's lock: a second load of the name at
+        // once waits here, then finds the objects whole and waits for the lock.
+        let creating = if crash::broken(Broken::CreateUnlocked) {
+            None
+        } else {
+            Some(s.registry().creation_lock(name)?)
+        };
         if s.vas_find(name).is_ok()
             || s.seg_find(name).is_ok()
             || s.vas_find(&reader_vas(name)).is_ok()
@@ -61,6 +69,7 @@ impl VasStore {
         }
         // The reader VAS first: it marks the name as ours for `replace_dead_load`.
         let rv = s.vas_create(&reader_vas(name), mode)?;
+        crash::pause_point();
         let made = (|| {
             let sid = s.seg_alloc(name, None, size, mode)?;
             s.seg_ctl(sid, SegCtl::SetLockable(true))?;
@@ -74,7 +83,9 @@ impl VasStore {
             let _ = Self::remove(dir, name);
             return Err(e.into());
         }
-        Self::switch_in(s, name, name, true)
+        let st = Self::switch_in(s, name, name, true);
+        drop(creating);
+        st
     }
 
     /// Removes what a load that died left under `name`, after taking the segment's
@@ -134,13 +145,14 @@ impl VasStore {
 
     fn switch_in(mut s: NativeSpaces, vas: &str, seg: &str, write: bool) -> Result<Self, SamError> {
         let vid = s.vas_find(vas)?;
-        let sid = s.seg_find(seg)?;
         let vh = s.vas_attach(vid)?;
         s.vas_switch(vh)?;
         let missing = || SamError::Format {
             what: format!("VAS {vas}"),
             problem: format!("does not hold segment {seg}"),
         };
+        // The segment as attached: its header was read once, by the attach.
+        let sid = s.segment_in(vh, seg).ok_or_else(missing)?;
         let base = s.segment_base(sid).ok_or_else(missing)?;
         if s.active_access(sid).is_none() {
             return Err(missing());
@@ -184,25 +196,49 @@ impl Drop for VasStore {
 /// The alignments in a region file mapped with `mmap` (the paper's Figure 12 peer):
 /// built with offsets, since the file lands at a different address in each process.
 pub struct RegionFile {
-    _map: MmapMut,
+    _map: Mapping,
     loading: Option<PathBuf>,
     path: PathBuf,
+    writable: bool,
     /// The structure, addressed by offsets.
     pub arena: Arena<Offsets>,
+}
+
+/// A region file's mapping: read-write, or read-only for a process the kernel lets
+/// only read the file (it holds no writable mapping of it).
+enum Mapping {
+    ReadWrite(#[allow(dead_code)] MmapMut),
+    ReadOnly(#[allow(dead_code)] Mmap),
 }
 
 fn map(
     path: &Path,
     file: &std::fs::File,
     size: u64,
-) -> Result<(MmapMut, Arena<Offsets>), SamError> {
+    writable: bool,
+) -> Result<(Mapping, Arena<Offsets>), SamError> {
+    let len = usize::try_from(size).map_err(|_| SamError::Format {
+        what: path.display().to_string(),
+        problem: format!("{size} bytes do not fit this machine's address space"),
+    })?;
     // SAFETY: a file of this tool; other processes change it only through the same
     // structure (the paper's mmap version has no locking either).
-    let mut m = unsafe { MmapOptions::new().len(size as usize).map_mut(file) }
-        .map_err(|e| SamError::io("mmap", path, e))?;
-    // As the paper: keep the region out of core dumps.
-    let _ = m.advise(Advice::DontDump);
-    let base = m.as_mut_ptr();
+    let (m, base) = if writable {
+        let mut m = unsafe { MmapOptions::new().len(len).map_mut(file) }
+            .map_err(|e| SamError::io("mmap", path, e))?;
+        // As the paper: keep the region out of core dumps.
+        let _ = m.advise(Advice::DontDump);
+        let base = m.as_mut_ptr();
+        (Mapping::ReadWrite(m), base)
+    } else {
+        // SAFETY: as above; nothing writes through a read-only mapping (the arena of a
+        // read-only file is used only by the read-only operations).
+        let m = unsafe { MmapOptions::new().len(len).map(file) }
+            .map_err(|e| SamError::io("mmap", path, e))?;
+        let _ = m.advise(Advice::DontDump);
+        let base = m.as_ptr().cast_mut();
+        (Mapping::ReadOnly(m), base)
+    };
     // SAFETY: the mapping lives as long as the returned arena (both in one struct).
     let mut arena = unsafe { Arena::new(Offsets { base }, base, size) };
     arena.set_label(path.display().to_string());
@@ -211,14 +247,10 @@ fn map(
 
 impl RegionFile {
     /// A new region file of `size` bytes at `path` (refused if it exists), built
-    /// under a temporary name and renamed into place by [`RegionFile::commit`].
+    /// under a temporary name and put in place by [`RegionFile::commit`].
     pub fn create(path: &Path, size: u64) -> Result<Self, SamError> {
         if path.exists() {
-            return Err(SamError::io(
-                "create",
-                path,
-                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-            ));
+            return Err(exists(path));
         }
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(format!(".loading.{}", std::process::id()));
@@ -230,42 +262,82 @@ impl RegionFile {
             .open(&tmp)
             .map_err(|e| SamError::io("create", &tmp, e))?;
         f.set_len(size).map_err(|e| SamError::io("size", &tmp, e))?;
-        let (m, arena) = map(&tmp, &f, size)?;
+        let (m, arena) = map(&tmp, &f, size, true)?;
         Ok(RegionFile {
             _map: m,
             loading: Some(tmp),
             path: path.to_path_buf(),
+            writable: true,
             arena,
         })
     }
 
-    /// Opens an existing region file and checks it.
+    /// Opens an existing region file read-write and checks it. A process the kernel
+    /// does not let write it gets `open for writing FILE: Permission denied`.
     pub fn open(path: &Path) -> Result<Self, SamError> {
+        Self::open_as(path, true)
+    }
+
+    /// Opens an existing region file read-only (a read-only mapping) and checks it:
+    /// for flagstat and view by a process that may read the file but not write it.
+    pub fn open_read_only(path: &Path) -> Result<Self, SamError> {
+        Self::open_as(path, false)
+    }
+
+    fn open_as(path: &Path, writable: bool) -> Result<Self, SamError> {
+        let what = if writable { "open for writing" } else { "open" };
         let f = std::fs::OpenOptions::new()
             .read(true)
-            .write(true)
+            .write(writable)
             .open(path)
-            .map_err(|e| SamError::io("open", path, e))?;
+            .map_err(|e| SamError::io(what, path, e))?;
         let size = f
             .metadata()
             .map_err(|e| SamError::io("stat", path, e))?
             .len();
-        let (m, arena) = map(path, &f, size)?;
+        let (m, arena) = map(path, &f, size, writable)?;
         arena.validate(&path.display().to_string())?;
         Ok(RegionFile {
             _map: m,
             loading: None,
             path: path.to_path_buf(),
+            writable,
             arena,
         })
     }
 
-    /// Renames a freshly loaded file into place.
+    /// Whether the mapping is writable.
+    pub fn writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Puts a freshly loaded file in place: a hard link to the final name, which fails
+    /// if the name exists (another load of it finished first: that one stays), then
+    /// the temporary name removed.
     pub fn commit(mut self) -> Result<(), SamError> {
-        if let Some(tmp) = self.loading.take() {
-            std::fs::rename(&tmp, &self.path).map_err(|e| SamError::io("rename", &tmp, e))?;
+        crash::pause_point();
+        let Some(tmp) = self.loading.take() else {
+            return Ok(());
+        };
+        let placed = if crash::broken(Broken::RenameOver) {
+            std::fs::rename(&tmp, &self.path)
+        } else {
+            std::fs::hard_link(&tmp, &self.path)
+        };
+        let removed = std::fs::remove_file(&tmp);
+        match placed {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists(&self.path)),
+            Err(e) => Err(SamError::io("link", &tmp, e)),
+            Ok(()) if crash::broken(Broken::RenameOver) => Ok(()),
+            Ok(()) => removed.map_err(|e| SamError::io("remove", &tmp, e)),
         }
-        Ok(())
+    }
+}
+
+fn exists(path: &Path) -> SamError {
+    SamError::Format {
+        what: path.display().to_string(),
+        problem: "exists already (remove it first)".into(),
     }
 }
 

@@ -533,3 +533,44 @@ fn resident_gives_a_reader_uid_no_writable_mapping() {
     assert_eq!(unsafe { *(s.segment_base(sid).unwrap() as *const u64) }, 7);
     s.vas_switch_home().unwrap();
 }
+
+/// A VAS found, then changed by another process (a segment attached to it, then the
+/// VAS replaced by another of the same name) before this one attaches it: the attach
+/// follows what the registry holds then, not the record `vas_find` read. And leaving
+/// a VAS by detaching it releases its lock with the segment unmapped.
+#[test]
+fn an_attach_after_a_change_since_find_sees_the_change() {
+    let dir = scratch();
+    let mut maker = NativeSpaces::open(dir.path()).unwrap();
+    let vid = maker.vas_create("v", Mode(0o660)).unwrap();
+    let s1 = maker.seg_alloc("s1", None, 1 << 16, Mode(0o660)).unwrap();
+    maker.seg_ctl(s1, SegCtl::SetLockable(true)).unwrap();
+    let mut user = NativeSpaces::open(dir.path()).unwrap();
+    let found = user.vas_find("v").unwrap();
+    assert_eq!(found, vid);
+    maker
+        .seg_attach(AttachTo::Vas(vid), s1, Access::ReadWrite)
+        .unwrap();
+    let vh = user.vas_attach(found).unwrap();
+    user.vas_switch(vh).unwrap();
+    assert_eq!(user.segment_in(vh, "s1"), Some(s1));
+    assert_eq!(user.active_access(s1), Some(Access::ReadWrite));
+    let base = user.segment_base(s1).unwrap();
+    // SAFETY: the segment is mapped read-write while its VAS is switched in.
+    unsafe { std::ptr::write_volatile(base, 7u8) };
+    // Held exclusively while switched in; detaching unmaps and releases it.
+    let lock = pmlab_vas::native::SegLock::open(&user.registry().lock_path("s1")).unwrap();
+    assert!(lock.state().writer.is_some());
+    user.vas_detach(vh).unwrap();
+    assert!(lock.state().writer.is_none(), "{:?}", lock.state());
+    assert_eq!(user.segment_base(s1), None);
+
+    // Replaced: removed and made again under the same name with another id.
+    let found = user.vas_find("v").unwrap();
+    maker.vas_ctl(vid, VasCtl::Remove).unwrap();
+    let again = maker.vas_create("v", Mode(0o660)).unwrap();
+    assert_ne!(again, vid);
+    assert!(user.vas_attach(found).is_err(), "the VAS found is gone");
+    let vh = user.vas_attach(user.vas_find("v").unwrap()).unwrap();
+    assert_eq!(user.segment_in(vh, "s1"), None);
+}

@@ -4,7 +4,7 @@ use rustix::mm::ProtFlags;
 
 use super::mapped::{GLOBAL_OFFSET, Mapped, map_fixed, remap, remap_private};
 use super::protect::{self, Mechanism};
-use super::segfile::FLAG_LOCKABLE;
+use super::segfile::{FLAG_LOCKABLE, SegHeader};
 use super::{Handle, NativeSpaces, PRIVATE_ID, SegLock};
 use crate::api::{Access, SegId, SwitchReport, VasHandle, VasId};
 use crate::error::VasError;
@@ -44,7 +44,13 @@ impl NativeSpaces {
 
     /// Maps global segment `sid` (or adds a user), upgrading to a writable descriptor
     /// if `access` needs one: the kernel decides whether this process may have it.
-    fn use_segment(&mut self, sid: SegId, access: Access) -> Result<(), VasError> {
+    /// `header`: its header and flags if the caller just read them (else read here).
+    fn use_segment(
+        &mut self,
+        sid: SegId,
+        access: Access,
+        header: Option<(SegHeader, u32)>,
+    ) -> Result<(), VasError> {
         let need_rw = access == Access::ReadWrite;
         if let Some(m) = self.mapped.get_mut(&sid) {
             if need_rw && !m.writable {
@@ -63,8 +69,14 @@ impl NativeSpaces {
                 name: sid.to_string(),
             });
         }
-        let name = self.seg_name(sid)?;
-        let (h, flags, _) = self.reg.read_seg(&name)?;
+        let (h, flags) = match header {
+            Some(hf) => hf,
+            None => {
+                let (h, flags, _) = self.reg.read_seg(&self.seg_name(sid)?)?;
+                (h, flags)
+            }
+        };
+        let name = h.name.clone();
         if let Some((_, other)) = self
             .mapped
             .iter()
@@ -104,6 +116,7 @@ impl NativeSpaces {
                 pkey,
                 private: false,
                 zap: false,
+                unmapped: false,
             },
         );
         self.make_resident(sid)
@@ -141,7 +154,7 @@ impl NativeSpaces {
         };
         m.users -= 1;
         if m.users == 0 && !m.private {
-            let m = self.mapped.remove(&sid).expect("present");
+            let mut m = self.mapped.remove(&sid).expect("present");
             m.unmap();
             if let Some(k) = m.pkey {
                 protect::pkey_free(k);
@@ -157,13 +170,13 @@ impl NativeSpaces {
     }
 
     pub(super) fn attach_vas(&mut self, vid: VasId) -> Result<VasHandle, VasError> {
-        let name = self.vas_name(vid)?;
-        let (rec, _) = self.reg.read_vas(&name)?;
+        let rec = self.vas_record(vid)?;
         let mut segs: Vec<(SegId, Access)> = Vec::new();
         for e in &rec.segments {
-            let (h, _, _) = self.reg.read_seg(&e.segment)?;
+            // Read once: the header found by name is the one mapped.
+            let (h, flags, _) = self.reg.read_seg(&e.segment)?;
             let sid = SegId(h.id);
-            if let Err(err) = self.use_segment(sid, e.access) {
+            if let Err(err) = self.use_segment(sid, e.access, Some((h, flags))) {
                 for &(s, _) in &segs {
                     self.unuse_segment(s);
                 }
@@ -189,13 +202,34 @@ impl NativeSpaces {
     pub(super) fn detach_vas(&mut self, vh: VasHandle) -> Result<(), VasError> {
         self.handle(vh)?;
         if self.current == Some(vh.0) {
-            self.switch_to(None)?;
+            self.leave_for_detach(vh.0)?;
         }
         let h = self.handles.remove(&vh.0).expect("checked");
         for &(s, _) in h.segs.iter() {
             self.unuse_segment(s);
         }
         Ok(())
+    }
+
+    /// Leaves handle `id`, the current one, because it is being detached. Segments no
+    /// other handle of this process holds are unmapped at once rather than first made
+    /// inaccessible: an `mprotect` walks every page-table entry the process filled,
+    /// as dear as the unmap itself, so leaving a large, widely read segment would pay
+    /// twice (a process that runs one operation and exits). They are unmapped before
+    /// their locks are released, so nothing of this process reaches them once another
+    /// may take the lock.
+    fn leave_for_detach(&mut self, id: u32) -> Result<(), VasError> {
+        let h = self.handle(VasHandle(id))?.clone();
+        for (s, _) in h.segs.iter() {
+            if let Some(m) = self
+                .mapped
+                .get_mut(s)
+                .filter(|m| m.users == 1 && !m.private)
+            {
+                m.unmap();
+            }
+        }
+        self.switch_to(None).map(drop)
     }
 
     pub(super) fn attach_seg_to_handle(
@@ -215,7 +249,7 @@ impl NativeSpaces {
         if was_current {
             self.switch_to(None)?;
         }
-        self.use_segment(sid, access)?;
+        self.use_segment(sid, access, None)?;
         let mut segs = h.segs.to_vec();
         segs.push((sid, access));
         segs.sort();
@@ -272,7 +306,7 @@ impl NativeSpaces {
         for (s, a) in segs.iter().rev() {
             let m = &self.mapped[s];
             if let (true, Some(l)) = (m.lockable, &m.lock) {
-                l.release(self.me, *a == Access::ReadWrite)?;
+                l.release(self.me(), *a == Access::ReadWrite)?;
             }
         }
         Ok(())
@@ -290,7 +324,7 @@ impl NativeSpaces {
             let (true, Some(l)) = (m.lockable, &m.lock) else {
                 continue;
             };
-            match l.acquire(self.me, *a == Access::ReadWrite) {
+            match l.acquire(self.me(), *a == Access::ReadWrite) {
                 Ok(dead) => {
                     self.counters.lock_acquires += 1;
                     self.counters.dead_holders_cleared += dead.len() as u64;

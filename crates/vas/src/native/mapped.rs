@@ -40,6 +40,9 @@ pub struct Mapped {
     /// Drop its page-table entries when it becomes inaccessible (see
     /// `NativeSpaces::set_zap_on_switch`).
     pub zap: bool,
+    /// Unmapped already (while leaving a VAS that is being detached); its entry stays
+    /// until its last user lets go, and nothing maps or protects the range again.
+    pub unmapped: bool,
 }
 
 /// Maps `size` bytes of `fd` from `offset` at exactly `base`, inaccessible, never
@@ -137,7 +140,7 @@ pub fn remap_private(
 impl Mapped {
     /// Sets the protection of the whole segment (no call if unchanged).
     pub fn protect(&mut self, prot: ProtFlags) -> Result<bool, VasError> {
-        if self.prot == prot {
+        if self.prot == prot || self.unmapped {
             return Ok(false);
         }
         if self.zap && prot.is_empty() {
@@ -165,8 +168,11 @@ impl Mapped {
         Ok(true)
     }
 
-    /// Unmaps it.
-    pub fn unmap(&self) {
+    /// Unmaps it (once: the range may hold another mapping afterwards).
+    pub fn unmap(&mut self) {
+        if std::mem::replace(&mut self.unmapped, true) {
+            return;
+        }
         // SAFETY: the range is this segment's mapping and no handle uses it any more.
         let _ = unsafe { rustix::mm::munmap(self.base as *mut _, self.size as usize) };
     }

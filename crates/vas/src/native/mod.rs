@@ -26,6 +26,7 @@ mod objects;
 pub mod protect;
 pub mod registry;
 pub mod segfile;
+mod vasrec;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,11 +81,28 @@ pub struct SwitchCounters {
     pub dead_holders_cleared: u64,
 }
 
+/// A VAS record as `vas_find` read it, kept for the `vas_attach` that follows, so that
+/// reaching a VAS reads its file once. It is used only while the file is the one read:
+/// every change of a VAS is a new file renamed into place, and a chmod or chown
+/// changes the file's change time, so a stat that finds the same stamp finds the same
+/// record (and the same permission decision).
+#[derive(Debug)]
+struct FoundVas {
+    id: VasId,
+    stamp: registry::FileStamp,
+    rec: registry::VasRecord,
+}
+
 /// SpaceJMP on this machine's kernel for this process.
 #[derive(Debug)]
 pub struct NativeSpaces {
     reg: Registry,
-    me: Holder,
+    /// This process as lock slots name it; read from `/proc` on the first lock
+    /// operation, not when the registry is opened (a process that takes no lock never
+    /// pays for it).
+    me: std::sync::OnceLock<Holder>,
+    /// The VAS record `vas_find` read last (see [`FoundVas`]).
+    found_vas: std::sync::Mutex<Option<FoundVas>>,
     mechanism: Mechanism,
     mapped: BTreeMap<SegId, Mapped>,
     handles: BTreeMap<u32, Handle>,
@@ -112,7 +130,8 @@ impl NativeSpaces {
         })?;
         Ok(NativeSpaces {
             reg: Registry::open(dir, create)?,
-            me: Holder::me(),
+            me: std::sync::OnceLock::new(),
+            found_vas: std::sync::Mutex::new(None),
             mechanism,
             mapped: BTreeMap::new(),
             handles: BTreeMap::new(),
@@ -192,6 +211,44 @@ impl NativeSpaces {
         Ok(())
     }
 
+    /// This process as lock slots name it.
+    fn me(&self) -> Holder {
+        *self.me.get_or_init(Holder::me)
+    }
+
+    /// VAS `vid`'s record: the one `vas_find` just read if its file is unchanged, else
+    /// read again (by the name found, then by a scan of the registry).
+    fn vas_record(&self, vid: VasId) -> Result<registry::VasRecord, VasError> {
+        let found = self
+            .found_vas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|f| f.id == vid)
+            .map(|f| (f.stamp, f.rec.clone()));
+        if let Some((stamp, rec)) = found {
+            if self.reg.vas_stamp(&rec.name) == Some(stamp) {
+                return Ok(rec);
+            }
+            if let Ok((r, _)) = self.reg.read_vas(&rec.name) {
+                if r.id == vid.0 {
+                    return Ok(r);
+                }
+            }
+        }
+        Ok(self.reg.read_vas(&self.vas_name(vid)?)?.0)
+    }
+
+    /// The segment named `name` among those handle `vh` attaches, if any: what a
+    /// process that just attached a VAS asks without reading the registry again.
+    pub fn segment_in(&self, vh: VasHandle, name: &str) -> Option<SegId> {
+        let h = self.handles.get(&vh.0)?;
+        h.segs
+            .iter()
+            .map(|&(s, _)| s)
+            .find(|s| self.mapped.get(s).is_some_and(|m| m.name == name))
+    }
+
     /// The VAS that handle `vh` attaches.
     pub fn handle_vas(&self, vh: VasHandle) -> Option<VasId> {
         self.handles.get(&vh.0).map(|h| h.vid)
@@ -216,7 +273,11 @@ impl SpaceJmp for NativeSpaces {
         self.create_vas(name, mode, Vec::new(), false)
     }
     fn vas_find(&self, name: &str) -> Result<VasId, VasError> {
-        Ok(VasId(self.reg.read_vas(name)?.0.id))
+        let (rec, _, stamp) = self.reg.read_vas_stamped(name)?;
+        let id = VasId(rec.id);
+        *self.found_vas.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(FoundVas { id, stamp, rec });
+        Ok(id)
     }
     fn vas_attach(&mut self, vid: VasId) -> Result<VasHandle, VasError> {
         self.attach_vas(vid)
@@ -284,7 +345,7 @@ impl SpaceJmp for NativeSpaces {
 impl Drop for NativeSpaces {
     fn drop(&mut self) {
         let _ = self.switch_to(None);
-        for m in self.mapped.values() {
+        for m in self.mapped.values_mut() {
             m.unmap();
             if let Some(k) = m.pkey {
                 protect::pkey_free(k);

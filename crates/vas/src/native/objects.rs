@@ -339,6 +339,7 @@ impl NativeSpaces {
                 pkey: self.new_pkey(base, size, true)?,
                 private: true,
                 zap: false,
+                unmapped: false,
             },
         );
         self.make_resident(id)?;

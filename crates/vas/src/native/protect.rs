@@ -179,30 +179,39 @@ pub unsafe fn wrpkru(pkru: u32) {
 /// Decides the mechanism for `choice` on this machine; `Err` names why protection keys
 /// were asked for and are not there.
 pub fn decide(choice: MechanismChoice) -> Result<Mechanism, String> {
-    let s = pku_support();
     let usable = || {
+        // `pkey_alloc` first: a system call, where CPUID is a VM exit on virtual machines
+        // (about 15 µs each here) and every process reaching a VAS decides. The kernel
+        // hands out keys only where the CPU has PKU and it enabled them (OSPKE), so a
+        // failure means no keys; a success is confirmed by CPUID before WRPKRU is used.
+        let key = pkey_alloc();
+        let errno = std::io::Error::last_os_error();
+        if let Some(k) = key {
+            pkey_free(k);
+        }
+        let s = pku_support();
         if !(s.pku && s.ospke) {
             return Err(format!(
                 "this CPU has no usable protection keys (PKU {}, OSPKE {})",
                 s.pku, s.ospke
             ));
         }
-        match pkey_alloc() {
-            Some(k) => {
-                pkey_free(k);
-                Ok(Mechanism::Pkeys)
-            }
-            None => Err(format!(
-                "pkey_alloc failed: {}",
-                std::io::Error::last_os_error()
-            )),
+        match key {
+            Some(_) => Ok(Mechanism::Pkeys),
+            None => Err(format!("pkey_alloc failed: {errno}")),
         }
     };
     match choice {
         MechanismChoice::Mprotect => Ok(Mechanism::Mprotect),
         MechanismChoice::Resident => Ok(Mechanism::Resident),
         MechanismChoice::Pkeys => usable(),
-        MechanismChoice::Auto => Ok(usable().unwrap_or(Mechanism::Mprotect)),
+        MechanismChoice::Auto => Ok(match pkey_alloc() {
+            Some(k) => {
+                pkey_free(k);
+                usable().unwrap_or(Mechanism::Mprotect)
+            }
+            None => Mechanism::Mprotect,
+        }),
     }
 }
 

@@ -8,6 +8,8 @@
 //! DIR/vas/NAME.toml   a VAS: id, TLB tag hint, its global segments and their access
 //! DIR/seg/NAME.seg    a segment: header page + bytes (see segfile)
 //! DIR/seg/NAME.lock   its reader-writer lock (see lock)
+//! DIR/seg/NAME.create flock(2) held by a client while it builds objects named NAME
+//!                     in several steps (see Registry::creation_lock); may stay behind
 //! ```
 //!
 //! A VAS file's and a segment file's owner and mode are the object's owner and mode:
@@ -36,6 +38,8 @@ pub const WINDOW_BYTES: u64 = 1 << 40;
 /// Windows in the global range.
 pub const WINDOWS: u64 = (GLOBAL_HI - GLOBAL_LO) / WINDOW_BYTES;
 const VAS_FORMAT: &str = "pmlab-vas 1";
+/// Largest VAS file read: far above any real record (about 50 bytes per segment).
+const MAX_VAS_FILE: usize = 1 << 20;
 /// Global segments are placed in [GLOBAL_LO, GLOBAL_HI); process-private ones above,
 /// so the two never collide (§4.1).
 pub const GLOBAL_LO: u64 = 0x1000_0000_0000;
@@ -81,6 +85,30 @@ pub struct FileOwner {
     pub gid: u32,
     /// Permission bits.
     pub mode: Mode,
+}
+
+/// One version of a registry file: every change of an object is a new file renamed
+/// into place (a new inode), and a chmod or chown changes the change time (a file
+/// written in place, as the registry never does, changes its size or times).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(meta: &std::fs::Metadata) -> FileStamp {
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
 }
 
 /// A registry directory.
@@ -212,6 +240,32 @@ impl Registry {
         Ok(ChangeLock(f))
     }
 
+    /// Takes the creation lock of `name`, waiting while another process holds it: a
+    /// client that builds several objects under one name in steps (a VAS, its segment,
+    /// a second VAS) holds it throughout, so that another client making the same name
+    /// at once waits and then finds the objects complete, and one that finds them half
+    /// made knows their maker died (the kernel drops a dead holder's flock). The file
+    /// is opened read-only (flock needs no more), never through a symbolic link and
+    /// never blocking on a FIFO, and must be a regular file.
+    pub fn creation_lock(&self, name: &str) -> Result<ChangeLock, VasError> {
+        use rustix::fs::{FileType, Mode as FMode, OFlags};
+        check_name(name)?;
+        let p = self.dir.join("seg").join(format!("{name}.create"));
+        let fd = rustix::fs::open(
+            &p,
+            OFlags::RDONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            FMode::from_raw_mode(0o644),
+        )
+        .map_err(|e| VasError::io("open creation lock", &p, e.into()))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| VasError::io("stat", &p, e.into()))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(VasError::format(&p, "file type", "not a regular file"));
+        }
+        rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| VasError::io("flock", &p, e.into()))?;
+        Ok(ChangeLock(fd.into()))
+    }
+
     /// Path of VAS `name`'s file.
     pub fn vas_path(&self, name: &str) -> PathBuf {
         self.dir.join("vas").join(format!("{name}.toml"))
@@ -255,24 +309,66 @@ impl Registry {
 
     /// Reads VAS `name` (the kernel checks read permission).
     pub fn read_vas(&self, name: &str) -> Result<(VasRecord, FileOwner), VasError> {
+        self.read_vas_stamped(name).map(|(r, o, _)| (r, o))
+    }
+
+    /// The stamp of VAS `name`'s file as it is now (one stat), if it exists.
+    pub fn vas_stamp(&self, name: &str) -> Option<FileStamp> {
+        check_name(name).ok()?;
+        std::fs::metadata(self.vas_path(name))
+            .ok()
+            .map(|m| FileStamp::of(&m))
+    }
+
+    /// Reads VAS `name` (the kernel checks read permission), with the stamp of the
+    /// file read.
+    pub fn read_vas_stamped(
+        &self,
+        name: &str,
+    ) -> Result<(VasRecord, FileOwner, FileStamp), VasError> {
         check_name(name)?;
         let p = self.vas_path(name);
         let mut f =
             std::fs::File::open(&p).map_err(|e| not_found_or(e, "VAS", name, "open", &p))?;
         let meta = f.metadata().map_err(|e| VasError::io("stat", &p, e))?;
-        let mut text = String::new();
-        f.read_to_string(&mut text)
+        // Sized from the stat just made (read_to_string would stat and seek again); a
+        // file too large for any VAS record is refused before anything is allocated.
+        let too_large = || {
+            VasError::format(
+                &p,
+                "byte 0 (size)",
+                format!("more than {MAX_VAS_FILE} bytes: not a VAS record"),
+            )
+        };
+        let len = usize::try_from(meta.len()).map_err(|_| too_large())?;
+        if len > MAX_VAS_FILE {
+            return Err(too_large());
+        }
+        let mut bytes = vec![0u8; len + 1];
+        let n = read_up_to(&mut f, &mut bytes).map_err(|e| VasError::io("read", &p, e))?;
+        if n > len {
+            // It grew since the stat (a writer does not do that: records are renamed
+            // into place whole).
+            return Err(VasError::format(&p, "byte 0 (size)", "changed while read"));
+        }
+        bytes.truncate(n);
+        let text = String::from_utf8(bytes)
             .map_err(|e| VasError::format(&p, "byte 0", format!("not UTF-8 text: {e}")))?;
-        let rec: VasRecord = toml::from_str(&text).map_err(|e| {
-            let at = e
-                .span()
-                .map(|s| {
-                    let line = text[..s.start].matches('\n').count() + 1;
-                    format!("line {line}")
-                })
-                .unwrap_or_else(|| "line ?".into());
-            VasError::format(&p, at, e.message().to_string())
-        })?;
+        // The text the registry writes is read directly; anything else by the TOML
+        // parser (see vasrec). The checks below apply to both.
+        let parsed = super::vasrec::parse_canonical(&text).map(Ok);
+        let rec: VasRecord = parsed
+            .unwrap_or_else(|| toml::from_str(&text))
+            .map_err(|e| {
+                let at = e
+                    .span()
+                    .map(|s| {
+                        let line = text[..s.start].matches('\n').count() + 1;
+                        format!("line {line}")
+                    })
+                    .unwrap_or_else(|| "line ?".into());
+                VasError::format(&p, at, e.message().to_string())
+            })?;
         if rec.format != VAS_FORMAT {
             return Err(VasError::format(
                 &p,
@@ -287,7 +383,7 @@ impl Registry {
                 format!("{:?} does not match the file name", rec.name),
             ));
         }
-        Ok((rec, owner_of(&meta)))
+        Ok((rec, owner_of(&meta), FileStamp::of(&meta)))
     }
 
     /// Writes VAS `rec` (new file renamed into place). `mode` for a new file; an
