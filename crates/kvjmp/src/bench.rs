@@ -99,6 +99,12 @@ pub struct Plan {
     pub sweep: Vec<u32>,
     /// Run the real Redis beside the store.
     pub vs_redis: bool,
+    /// Run each Redis server on one CPU together with its clients (redis-benchmark,
+    /// the sweep's RESP clients): a request and its reply then pass between processes
+    /// on one CPU, with no wake-up of an idle CPU each way, which on a virtual machine
+    /// costs tens of microseconds and cuts a single connection's rate several times.
+    /// Off: the scheduler places them.
+    pub redis_same_cpu: bool,
     /// Cores of this machine (Redis instances of `redis-per-core`).
     pub cores: u32,
     /// Segment bytes of the benchmark's stores.
@@ -240,9 +246,14 @@ fn run_redis(
     samples: &mut Samples,
     tick: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
-    let server = redis::RedisServer::start()?;
-    let (set, get) =
-        redis::finish_benchmark(redis::start_benchmark(server.socket(), c, &plan.workload)?)?;
+    let cpu = plan.redis_same_cpu.then_some(0);
+    let server = redis::RedisServer::start(cpu)?;
+    let (set, get) = redis::finish_benchmark(redis::start_benchmark(
+        server.socket(),
+        c,
+        &plan.workload,
+        cpu,
+    )?)?;
     add(
         samples,
         "redis",
@@ -271,7 +282,12 @@ fn run_redis(
             salt ^ u64::from(pct),
             MechanismChoice::Auto,
         );
-        let rps = client::run_clients(&specs, command)?;
+        let pinned = |s: &client::ClientSpec| {
+            let mut cmd = command(s);
+            redis::pin(&mut cmd, cpu);
+            cmd
+        };
+        let rps = client::run_clients(&specs, &pinned)?;
         add(samples, "redis", c, pct, None, rps);
         tick(&format!("redis {c} client(s) {pct}% SET"));
     }
@@ -288,16 +304,18 @@ fn run_redis_per_core(
     tick: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
     let instances = c.min(plan.cores).max(1);
+    // Instance i and its redis-benchmark on CPU i, when pinned.
+    let cpu = |i: u32| plan.redis_same_cpu.then_some(i as usize);
     let servers = (0..instances)
-        .map(|_| redis::RedisServer::start())
+        .map(|i| redis::RedisServer::start(cpu(i)))
         .collect::<Result<Vec<_>, _>>()?;
     let w = Workload {
         requests: plan.workload.requests / u64::from(instances),
         ..plan.workload.clone()
     };
-    let running = servers
-        .iter()
-        .map(|s| redis::start_benchmark(s.socket(), c / instances, &w))
+    let running = (0u32..)
+        .zip(&servers)
+        .map(|(i, s)| redis::start_benchmark(s.socket(), c / instances, &w, cpu(i)))
         .collect::<Result<Vec<_>, _>>()?;
     let (mut set, mut get) = (0.0, 0.0);
     for b in running {

@@ -34,6 +34,12 @@ pub struct Args {
     /// Run the real redis-server and redis-benchmark beside the store.
     #[arg(long)]
     vs_redis: bool,
+    /// Let the scheduler place each Redis server and its clients. By default they
+    /// share one CPU (instance i of redis-per-core on CPU i), Redis's fastest setting
+    /// for one connection: across CPUs every request and reply wakes an idle CPU,
+    /// which on a virtual machine cuts a connection's rate several times.
+    #[arg(long)]
+    redis_unpinned: bool,
     /// Print the JSON list of {system, clients, op, set_pct, req_per_s, mechanism} on
     /// stdout (the table goes to stderr); a mixed point has a GET and a SET row, each
     /// with its op's share of the requests per second.
@@ -83,6 +89,7 @@ pub fn run(a: Args, mechanism: Option<MechanismChoice>) -> anyhow::Result<()> {
             .filter(|&p| p != 0 && p != 100)
             .collect(),
         vs_redis: a.vs_redis,
+        redis_same_cpu: !a.redis_unpinned,
         cores,
         store_bytes: 256 << 20,
         mechanisms,
@@ -138,6 +145,7 @@ pub fn reproduce(
         sweep: vec![10, 25, 50],
         reps: if quick { 1 } else { 3 },
         vs_redis: true,
+        redis_unpinned: false,
         json: false,
         seed,
         out: out.to_path_buf(),
@@ -227,7 +235,7 @@ fn table(rows: &[Row], plan: &Plan, load: String) -> Table {
         "; resident: no system call per switch, but the store stays mapped (read-only unless the client may write it) and reachable from a client between its requests".into()
     };
     t.note(format!(
-        "{} requests per test, key space {}, {}-byte values, {} repetition(s); {} cores; load average before the run {load}; switch mechanisms {}{isolation}; CPUID PKU {}; redis sweep points (SET % other than 0 and 100) by pmlab's RESP client processes, since redis-benchmark cannot mix; {}",
+        "{} requests per test, key space {}, {}-byte values, {} repetition(s); {} cores; load average before the run {load}; switch mechanisms {}{isolation}; CPUID PKU {}; redis sweep points (SET % other than 0 and 100) by pmlab's RESP client processes, since redis-benchmark cannot mix; each Redis server {}; {}",
         plan.workload.requests,
         plan.workload.keyspace,
         plan.workload.value_len,
@@ -235,6 +243,11 @@ fn table(rows: &[Row], plan: &Plan, load: String) -> Table {
         plan.cores,
         plan.mechanisms.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
         pmlab_vas::native::pku_support().ospke,
+        if plan.redis_same_cpu {
+            "on one CPU with its clients (instance i of redis-per-core on CPU i)"
+        } else {
+            "and its clients placed by the scheduler (--redis-unpinned)"
+        },
         bench::redis::version().unwrap_or_else(|| "redis-server not run".into())
     ));
     t

@@ -34,10 +34,32 @@ pub fn version() -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// Confines the process `cmd` starts to CPU `cpu` (when given), set in the child
+/// before it executes the program.
+pub fn pin(cmd: &mut Command, cpu: Option<usize>) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    if let Some(cpu) = cpu {
+        // SAFETY: the closure runs in the forked child before exec and only calls
+        // sched_setaffinity, a system call that is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    }
+    cmd
+}
+
 impl RedisServer {
     /// Starts `redis-server` listening only on a Unix socket in a new temporary
-    /// directory, persistence off, and waits until it answers.
-    pub fn start() -> Result<RedisServer, String> {
+    /// directory, persistence off, on CPU `cpu` alone when given, and waits until it
+    /// answers.
+    pub fn start(cpu: Option<usize>) -> Result<RedisServer, String> {
         if !installed("redis-server") {
             return Err(
                 "redis-server is not installed (Debian: apt-get install redis-server redis-tools)"
@@ -49,7 +71,7 @@ impl RedisServer {
             .tempdir()
             .map_err(|e| format!("temporary directory: {e}"))?;
         let socket = dir.path().join("redis.sock");
-        let child = Command::new("redis-server")
+        let child = pin(&mut Command::new("redis-server"), cpu)
             .args(["--port", "0", "--unixsocket"])
             .arg(&socket)
             .args(["--save", "", "--appendonly", "no", "--dir"])
@@ -98,14 +120,20 @@ impl Drop for RedisServer {
     }
 }
 
-/// A started `redis-benchmark -s SOCKET -t set,get -n N -c C -r K -d D --csv`.
-pub fn start_benchmark(socket: &Path, clients: u32, w: &super::Workload) -> Result<Child, String> {
+/// A started `redis-benchmark -s SOCKET -t set,get -n N -c C -r K -d D --csv`, on CPU
+/// `cpu` alone when given.
+pub fn start_benchmark(
+    socket: &Path,
+    clients: u32,
+    w: &super::Workload,
+    cpu: Option<usize>,
+) -> Result<Child, String> {
     if !installed("redis-benchmark") {
         return Err(
             "redis-benchmark is not installed (Debian: apt-get install redis-tools)".into(),
         );
     }
-    Command::new("redis-benchmark")
+    pin(&mut Command::new("redis-benchmark"), cpu)
         .arg("-s")
         .arg(socket)
         .args(["-t", "set,get", "--csv"])
