@@ -147,7 +147,15 @@ fn a_uid_without_write_permission_reads_a_region_file_but_cannot_load_or_publish
     if std::fs::hard_link(env!("CARGO_BIN_EXE_pmlab"), &exe).is_err() {
         std::fs::copy(env!("CARGO_BIN_EXE_pmlab"), &exe).unwrap();
     }
-    let input: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sam/ex1.bam");
+    // The other uid must reach the input itself (a clone may sit below a directory
+    // only its owner can enter), so it gets a readable copy beside the region file.
+    let input: PathBuf = d.path().join("ex1.bam");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sam/ex1.bam"),
+        &input,
+    )
+    .unwrap();
+    std::fs::set_permissions(&input, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let input = input.to_str().unwrap();
     let owner = |args: &[&str]| {
         let o = sam_as(&exe, 0, args);
