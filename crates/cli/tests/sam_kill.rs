@@ -244,26 +244,34 @@ fn explore(case: &Case, file: &Path, broken: Option<&str>) -> Result<usize, Stri
     Ok(ks.len())
 }
 
-#[test]
-fn killed_loads_and_operations_leave_old_or_new_results() {
-    let file = data("ce_1000.sam");
-    let gen_dir = tempfile::tempdir().unwrap();
-    let small = gen_dir.path().join("g.sam");
+/// A generated SAM set of `bytes` (`pmlab sam generate`, seed `seed`) in a new
+/// temporary directory (returned to keep it alive).
+fn generated(bytes: &str, seed: u64) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("g.sam");
+    let seed = seed.to_string();
     let o = pmlab(
         &[
             "sam",
             "generate",
             "-o",
-            small.to_str().unwrap(),
+            file.to_str().unwrap(),
             "--bytes",
-            "400KiB",
+            bytes,
             "--seed",
-            "3",
+            seed.as_str(),
         ]
         .map(String::from),
         &[],
     );
     assert!(o.status.success());
+    (dir, file)
+}
+
+#[test]
+fn killed_loads_and_operations_leave_old_or_new_results() {
+    let file = data("ce_1000.sam");
+    let (_gen_dir, small) = generated("400KiB", 3);
     for case in &CASES {
         // The generated set has chr1 and chr2 for the views; ce_1000 for the rest.
         let f = if case.name.starts_with("view") || case.name == "index" {
@@ -278,23 +286,7 @@ fn killed_loads_and_operations_leave_old_or_new_results() {
 
 #[test]
 fn publishing_before_writing_is_caught() {
-    let gen_dir = tempfile::tempdir().unwrap();
-    let small = gen_dir.path().join("g.sam");
-    let o = pmlab(
-        &[
-            "sam",
-            "generate",
-            "-o",
-            small.to_str().unwrap(),
-            "--bytes",
-            "400KiB",
-            "--seed",
-            "3",
-        ]
-        .map(String::from),
-        &[],
-    );
-    assert!(o.status.success());
+    let (_gen_dir, small) = generated("400KiB", 3);
     for case in &CASES {
         match explore(case, &small, Some("publish-first")) {
             Ok(n) => panic!("{}: publish-first survived {n} kills", case.name),
@@ -308,23 +300,7 @@ fn publishing_before_writing_is_caught() {
 /// undisturbed run's time; the same old-or-new rule and a working rerun.
 #[test]
 fn loads_and_sorts_killed_at_random_times_leave_old_or_new() {
-    let gen_dir = tempfile::tempdir().unwrap();
-    let set = gen_dir.path().join("g.sam");
-    let o = pmlab(
-        &[
-            "sam",
-            "generate",
-            "-o",
-            set.to_str().unwrap(),
-            "--bytes",
-            "4MiB",
-            "--seed",
-            "5",
-        ]
-        .map(String::from),
-        &[],
-    );
-    assert!(o.status.success());
+    let (_gen_dir, set) = generated("4MiB", 5);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(17);
     for case in [&CASES[0], &CASES[1]] {
         let t = std::time::Instant::now();

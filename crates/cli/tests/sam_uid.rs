@@ -32,26 +32,21 @@ fn open_dir(prefix: &str) -> tempfile::TempDir {
 
 /// Runs `pmlab sam ARGS --vas s --dir REG` as `uid` (0: this process's).
 fn sam(exe: &Path, reg: &Path, uid: u32, args: &[&str]) -> Output {
-    use std::os::unix::process::CommandExt;
-    let mut tries = 0;
-    loop {
-        let mut c = Command::new(exe);
-        c.arg("sam")
-            .args(args)
-            .args(["--vas", "s", "--dir"])
-            .arg(reg)
-            .current_dir("/");
-        if uid != 0 {
-            c.uid(uid).gid(uid);
-        }
-        match c.output() {
-            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
-                tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            r => break r.unwrap(),
-        }
+    let reg = reg.to_str().unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--vas", "s", "--dir", reg]);
+    sam_as(exe, uid, &all)
+}
+
+/// A world-executable link to (or copy of) pmlab in a directory of its own: the build
+/// may sit below a 0700 directory the other uid cannot enter.
+fn world_executable() -> (tempfile::TempDir, PathBuf) {
+    let bin = open_dir("pmlab-sam-bin");
+    let exe = bin.path().join("pmlab");
+    if std::fs::hard_link(env!("CARGO_BIN_EXE_pmlab"), &exe).is_err() {
+        std::fs::copy(env!("CARGO_BIN_EXE_pmlab"), &exe).unwrap();
     }
+    (bin, exe)
 }
 
 #[test]
@@ -62,12 +57,7 @@ fn a_uid_without_write_permission_reads_but_cannot_load_or_publish() {
     }
     let d = open_dir("pmlab-sam-uid");
     let reg = d.path().join("reg");
-    // A world-executable link to pmlab (the build may sit below a 0700 directory).
-    let bin = open_dir("pmlab-sam-bin");
-    let exe = bin.path().join("pmlab");
-    if std::fs::hard_link(env!("CARGO_BIN_EXE_pmlab"), &exe).is_err() {
-        std::fs::copy(env!("CARGO_BIN_EXE_pmlab"), &exe).unwrap();
-    }
+    let (_bin, exe) = world_executable();
     let input: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sam/ex1.bam");
     let input = input.to_str().unwrap();
     let owner = |args: &[&str]| {
@@ -142,11 +132,7 @@ fn a_uid_without_write_permission_reads_a_region_file_but_cannot_load_or_publish
     let d = open_dir("pmlab-sam-uid-region");
     let region = d.path().join("s.region");
     let r = region.to_str().unwrap();
-    let bin = open_dir("pmlab-sam-bin");
-    let exe = bin.path().join("pmlab");
-    if std::fs::hard_link(env!("CARGO_BIN_EXE_pmlab"), &exe).is_err() {
-        std::fs::copy(env!("CARGO_BIN_EXE_pmlab"), &exe).unwrap();
-    }
+    let (_bin, exe) = world_executable();
     // The other uid must reach the input itself (a clone may sit below a directory
     // only its owner can enter), so it gets a readable copy beside the region file.
     let input: PathBuf = d.path().join("ex1.bam");

@@ -103,15 +103,10 @@ fn child_role(role: &str) {
     }
 }
 
-#[test]
-fn a_reader_uid_gets_results_but_no_writable_mapping() {
-    child::branch(child_role);
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: cannot switch uid, skipped");
-        return;
-    }
+/// A scratch directory in /dev/shm that the other uid may enter.
+fn open_dir(prefix: &str) -> tempfile::TempDir {
     let d = tempfile::Builder::new()
-        .prefix("pmlab-sam-reader")
+        .prefix(prefix)
         .tempdir_in("/dev/shm")
         .unwrap();
     std::fs::set_permissions(
@@ -119,6 +114,17 @@ fn a_reader_uid_gets_results_but_no_writable_mapping() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
+    d
+}
+
+#[test]
+fn a_reader_uid_gets_results_but_no_writable_mapping() {
+    child::branch(child_role);
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: cannot switch uid, skipped");
+        return;
+    }
+    let d = open_dir("pmlab-sam-reader");
     let reg = d.path().join("reg");
     let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sam/ex1.bam");
     let target = Target::Vas {
@@ -155,15 +161,7 @@ fn a_reader_uid_of_a_region_file_gets_results_but_no_writable_mapping() {
         eprintln!("not root: cannot switch uid, skipped");
         return;
     }
-    let d = tempfile::Builder::new()
-        .prefix("pmlab-sam-region-reader")
-        .tempdir_in("/dev/shm")
-        .unwrap();
-    std::fs::set_permissions(
-        d.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let d = open_dir("pmlab-sam-region-reader");
     let region = d.path().join("s.region");
     let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sam/ex1.bam");
     load_into(

@@ -97,19 +97,8 @@ pub fn remap(
     prot: ProtFlags,
     path: &Path,
 ) -> Result<(), VasError> {
-    // SAFETY: [base, base + size) is this segment's own mapping, replaced in place.
-    unsafe {
-        rustix::mm::mmap(
-            base as *mut std::ffi::c_void,
-            size as usize,
-            prot,
-            MapFlags::SHARED | MapFlags::FIXED,
-            fd.as_fd(),
-            offset,
-        )
-    }
-    .map(|_| ())
-    .map_err(|e| VasError::io("remap segment", path, e.into()))
+    let at = Fixed { base, size, offset };
+    map_over(fd, at, prot, MapFlags::SHARED, path, "remap segment")
 }
 
 /// The deliberately broken variant of the `resident` mechanism (tests only): replaces
@@ -122,19 +111,47 @@ pub fn remap_private(
     offset: u64,
     path: &Path,
 ) -> Result<(), VasError> {
+    let at = Fixed { base, size, offset };
+    let rw = ProtFlags::READ | ProtFlags::WRITE;
+    map_over(
+        fd,
+        at,
+        rw,
+        MapFlags::PRIVATE,
+        path,
+        "remap segment privately",
+    )
+}
+
+/// A segment's own range, `size` bytes at `base`, of its file from `offset`.
+struct Fixed {
+    base: u64,
+    size: u64,
+    offset: u64,
+}
+
+/// Maps `fd` over the segment's own range `at`, in place (`MAP_FIXED` | `flags`).
+fn map_over(
+    fd: &OwnedFd,
+    at: Fixed,
+    prot: ProtFlags,
+    flags: MapFlags,
+    path: &Path,
+    what: &'static str,
+) -> Result<(), VasError> {
     // SAFETY: [base, base + size) is this segment's own mapping, replaced in place.
     unsafe {
         rustix::mm::mmap(
-            base as *mut std::ffi::c_void,
-            size as usize,
-            ProtFlags::READ | ProtFlags::WRITE,
-            MapFlags::PRIVATE | MapFlags::FIXED,
+            at.base as *mut std::ffi::c_void,
+            at.size as usize,
+            prot,
+            flags | MapFlags::FIXED,
             fd.as_fd(),
-            offset,
+            at.offset,
         )
     }
     .map(|_| ())
-    .map_err(|e| VasError::io("remap segment privately", path, e.into()))
+    .map_err(|e| VasError::io(what, path, e.into()))
 }
 
 impl Mapped {
