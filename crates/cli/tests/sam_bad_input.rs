@@ -61,6 +61,11 @@ fn malformed_records_name_line_and_field() {
         ("r2\t0\tchr1\t10\t60\t5Q\t*\t0\t0\tACGTA\tIIIII\n", "CIGAR"),
         ("r2\t0\tchr1\t10\t60\t7M\t*\t0\t0\tACGTA\tIIIII\n", "CIGAR"),
         ("r2\t0\tchr1\t10\t60\t5M\t*\t0\tx\tACGTA\tIIIII\n", "TLEN"),
+        (
+            "r2\t0\tchr1\t10\t60\t5M\tchrY\t5\t0\tACGTA\tIIIII\n",
+            "RNEXT",
+        ),
+        ("r2\t0\tchr1\t10\t60\t5M\t=\tx\t0\tACGTA\tIIIII\n", "PNEXT"),
         ("r2\t0\tchr1\t10\t60\t5M\t*\t0\t0\tACGTA\tIII\n", "QUAL"),
         (
             "r2\t0\tchr1\t10\t60\t5M\t*\t0\t0\tACGTA\tIIIII\tNM:q:1\n",

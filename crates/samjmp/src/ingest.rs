@@ -201,105 +201,114 @@ fn fields<'r>(
     file: &Path,
     place: Place,
 ) -> Result<Fields<'r>, SamError> {
-    {
-        let e = |field, err: std::io::Error| bad(file, place, field, err.to_string());
-        let flag = r.flags().map_err(|x| e("FLAG", x))?.bits();
-        let tid = match r.reference_sequence_id(header) {
-            None => -1,
-            Some(Ok(i)) => i as i32,
-            Some(Err(_)) => {
-                return Err(bad(
-                    file,
-                    place,
-                    "RNAME",
-                    "not a reference sequence of the header",
-                ));
-            }
-        };
-        let pos = match r.alignment_start() {
-            None => -1,
-            Some(p) => p.map_err(|x| e("POS", x))?.get() as i64 - 1,
-        };
-        let mapq = match r.mapping_quality() {
-            None => 255,
-            Some(q) => u8::from(q.map_err(|x| e("MAPQ", x))?),
-        };
-        if pos > MAX_POS {
-            return Err(bad(
-                file,
-                place,
-                "POS",
-                format!("{} is past 2^31 - 1", pos + 1),
-            ));
-        }
-        let (cigar, rlen, qlen) = cigar(r, file, place)?;
-        if pos + rlen.max(1) > MAX_END {
-            return Err(bad(
-                file,
-                place,
-                "CIGAR",
-                format!("covers {rlen} reference bases"),
-            ));
-        }
-        let mtid = match r.mate_reference_sequence_id(header) {
-            None => -1,
-            Some(Ok(i)) => i as i32,
-            Some(Err(_)) => {
-                return Err(bad(
-                    file,
-                    place,
-                    "RNEXT",
-                    "not a reference sequence of the header",
-                ));
-            }
-        };
-        let mpos = match r.mate_alignment_start() {
-            None => -1,
-            Some(p) => p.map_err(|x| e("PNEXT", x))?.get() as i64 - 1,
-        };
-        let tlen = r.template_length().map_err(|x| e("TLEN", x))?;
-        // noodles split the line already; its raw SEQ, QUAL and tags are taken from
-        // the line itself, to be copied as they are.
-        let mut cols = line.splitn(12, |&b| b == b'\t').skip(9);
-        let star = |c: Option<&'r [u8]>| c.filter(|&c| c != b"*").unwrap_or(b"");
-        let (seq, qual) = (star(cols.next()), star(cols.next()));
-        let aux = cols.next().unwrap_or(b"");
-        if !seq.is_empty() && !cigar.is_empty() && qlen != seq.len() as u64 {
-            return Err(bad(
-                file,
-                place,
-                "CIGAR",
-                format!("covers {qlen} query bases, SEQ has {}", seq.len()),
-            ));
-        }
-        if !qual.is_empty() && qual.len() != seq.len() {
-            return Err(bad(
-                file,
-                place,
-                "QUAL",
-                format!("{} quality scores for {} bases", qual.len(), seq.len()),
-            ));
-        }
-        let data = r.data();
-        for field in data.iter() {
-            field.map_err(|x| e("TAG", x))?;
-        }
-        Ok(Fields {
-            name: r.name().map_or(b"*", |n| n.as_ref()),
-            flag,
-            tid,
-            pos,
-            mapq,
-            cigar,
-            rlen,
-            mtid,
-            mpos,
-            tlen,
-            seq,
-            qual,
-            aux,
-        })
+    let e = |field, err: std::io::Error| bad(file, place, field, err.to_string());
+    let flag = r.flags().map_err(|x| e("FLAG", x))?.bits();
+    let tid = reference_id(r.reference_sequence_id(header), file, place, "RNAME")?;
+    let pos = zero_based(r.alignment_start(), file, place, "POS")?;
+    let mapq = match r.mapping_quality() {
+        None => 255,
+        Some(q) => u8::from(q.map_err(|x| e("MAPQ", x))?),
+    };
+    if pos > MAX_POS {
+        return Err(bad(
+            file,
+            place,
+            "POS",
+            format!("{} is past 2^31 - 1", pos + 1),
+        ));
     }
+    let (cigar, rlen, qlen) = cigar(r, file, place)?;
+    if pos + rlen.max(1) > MAX_END {
+        return Err(bad(
+            file,
+            place,
+            "CIGAR",
+            format!("covers {rlen} reference bases"),
+        ));
+    }
+    let mtid = reference_id(r.mate_reference_sequence_id(header), file, place, "RNEXT")?;
+    let mpos = zero_based(r.mate_alignment_start(), file, place, "PNEXT")?;
+    let tlen = r.template_length().map_err(|x| e("TLEN", x))?;
+    let (seq, qual, aux) = raw_columns(line, qlen, !cigar.is_empty(), file, place)?;
+    for field in r.data().iter() {
+        field.map_err(|x| e("TAG", x))?;
+    }
+    Ok(Fields {
+        name: r.name().map_or(b"*", |n| n.as_ref()),
+        flag,
+        tid,
+        pos,
+        mapq,
+        cigar,
+        rlen,
+        mtid,
+        mpos,
+        tlen,
+        seq,
+        qual,
+        aux,
+    })
+}
+
+/// A reference index (RNAME or RNEXT), -1 for `*`.
+fn reference_id(
+    id: Option<std::io::Result<usize>>,
+    file: &Path,
+    place: Place,
+    field: &'static str,
+) -> Result<i32, SamError> {
+    match id {
+        None => Ok(-1),
+        Some(Ok(i)) => Ok(i as i32),
+        Some(Err(_)) => Err(bad(
+            file,
+            place,
+            field,
+            "not a reference sequence of the header",
+        )),
+    }
+}
+
+/// A 1-based position (POS or PNEXT) as BAM's 0-based one, -1 for 0.
+fn zero_based(
+    pos: Option<std::io::Result<noodles::core::Position>>,
+    file: &Path,
+    place: Place,
+    field: &'static str,
+) -> Result<i64, SamError> {
+    match pos {
+        None => Ok(-1),
+        Some(p) => Ok(p.map_err(|x| bad(file, place, field, x.to_string()))?.get() as i64 - 1),
+    }
+}
+
+/// SEQ, QUAL and the tags, as bytes of the line.
+type RawColumns<'r> = (&'r [u8], &'r [u8], &'r [u8]);
+
+/// SEQ, QUAL and the tags as the line has them (empty for `*`), checked against the
+/// query length the CIGAR covers.
+fn raw_columns<'r>(
+    line: &'r [u8],
+    qlen: u64,
+    has_cigar: bool,
+    file: &Path,
+    place: Place,
+) -> Result<RawColumns<'r>, SamError> {
+    // noodles split the line already; its raw SEQ, QUAL and tags are taken from
+    // the line itself, to be copied as they are.
+    let mut cols = line.splitn(12, |&b| b == b'\t').skip(9);
+    let star = |c: Option<&'r [u8]>| c.filter(|&c| c != b"*").unwrap_or(b"");
+    let (seq, qual) = (star(cols.next()), star(cols.next()));
+    let aux = cols.next().unwrap_or(b"");
+    if !seq.is_empty() && has_cigar && qlen != seq.len() as u64 {
+        let problem = format!("covers {qlen} query bases, SEQ has {}", seq.len());
+        return Err(bad(file, place, "CIGAR", problem));
+    }
+    if !qual.is_empty() && qual.len() != seq.len() {
+        let problem = format!("{} quality scores for {} bases", qual.len(), seq.len());
+        return Err(bad(file, place, "QUAL", problem));
+    }
+    Ok((seq, qual, aux))
 }
 
 /// The CIGAR in BAM's encoding, with the reference and query lengths it covers.

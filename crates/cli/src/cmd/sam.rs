@@ -3,7 +3,7 @@
 //! process that switches in, works in place and leaves its result there.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use pmlab_samjmp::ops::{self, Op, Target};
@@ -145,8 +145,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     pmlab_samjmp::crash::arm_from_env();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut timing = None;
-    match args.cmd {
+    let timing = dispatch(args.cmd, &mut out)?;
+    pmlab_samjmp::crash::report_if_asked();
+    out.flush()?;
+    if let (true, Some(t)) = (args.timing, timing) {
+        eprintln!("pmlab-sam-timing open={:.6} op={:.6}", t.open_s, t.op_s);
+    }
+    Ok(())
+}
+
+/// Runs one subcommand; an operation on a structure returns its timing.
+fn dispatch(cmd: Cmd, out: &mut impl Write) -> anyhow::Result<Option<ops::Timing>> {
+    match cmd {
         Cmd::Load {
             file,
             at,
@@ -156,12 +166,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } => {
             let mode = pmlab_vas::Mode(mode);
             let s = ops::load_into(&at.target(), &file, size, mode, !no_progress)?;
+            let (n, bytes) = (s.records, s.bytes_used);
             writeln!(
                 out,
-                "loaded {} records from {} ({} bytes of structure)",
-                s.records,
-                file.display(),
-                s.bytes_used
+                "loaded {n} records from {} ({bytes} bytes of structure)",
+                file.display()
             )?;
         }
         Cmd::Flagstat {
@@ -169,61 +178,67 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             vas,
             region,
             dir,
-        } => {
-            let place = Place { vas, region };
-            match (file, &place.vas, &place.region) {
-                (Some(f), None, None) => ops::flagstat_file(&f, &mut out)?,
-                (None, Some(_), _) | (None, _, Some(_)) => {
-                    timing = Some(ops::run(
-                        &Where { place, dir }.target(),
-                        &Op::Flagstat,
-                        &mut out,
-                    )?)
-                }
-                _ => anyhow::bail!("flagstat takes either FILE or one of --vas/--region"),
-            }
-        }
+        } => return flagstat(file, Place { vas, region }, dir, out),
         Cmd::Sort { at, by_name, print } => {
-            timing = Some(ops::run(
+            return Ok(Some(ops::run(
                 &at.target(),
                 &Op::Sort { by_name, print },
-                &mut out,
-            )?)
+                out,
+            )?));
         }
-        Cmd::Index { at } => timing = Some(ops::run(&at.target(), &Op::Index, &mut out)?),
+        Cmd::Index { at } => return Ok(Some(ops::run(&at.target(), &Op::Index, out)?)),
         Cmd::View { at, query, count } => {
             let op = Op::View {
                 region: query,
                 count,
             };
-            timing = Some(ops::run(&at.target(), &op, &mut out)?)
+            return Ok(Some(ops::run(&at.target(), &op, out)?));
         }
         Cmd::Generate {
             out: path,
             bytes,
             seed,
-        } => {
-            let f = std::fs::File::create(&path)
-                .with_context(|| format!("create {}", path.display()))?;
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-            let g = pmlab_samjmp::generate::generate(&mut w, bytes, seed)?;
-            w.flush()?;
-            writeln!(
-                out,
-                "{} records, {} bytes -> {}",
-                g.records,
-                g.bytes,
-                path.display()
-            )?;
-        }
+        } => generate(&path, bytes, seed, out)?,
         Cmd::Check { at } => writeln!(out, "{}", ops::check(&at.target())?)?,
         Cmd::Bench(a) => sam_bench::run(a)?,
     }
-    pmlab_samjmp::crash::report_if_asked();
-    out.flush()?;
-    if let (true, Some(t)) = (args.timing, timing) {
-        eprintln!("pmlab-sam-timing open={:.6} op={:.6}", t.open_s, t.op_s);
+    Ok(None)
+}
+
+/// `flagstat` of a file (load and run in one go) or of a stored structure.
+fn flagstat(
+    file: Option<PathBuf>,
+    place: Place,
+    dir: Option<PathBuf>,
+    out: &mut impl Write,
+) -> anyhow::Result<Option<ops::Timing>> {
+    match (file, &place.vas, &place.region) {
+        (Some(f), None, None) => {
+            ops::flagstat_file(&f, out)?;
+            Ok(None)
+        }
+        (None, Some(_), _) | (None, _, Some(_)) => Ok(Some(ops::run(
+            &Where { place, dir }.target(),
+            &Op::Flagstat,
+            out,
+        )?)),
+        _ => anyhow::bail!("flagstat takes either FILE or one of --vas/--region"),
     }
+}
+
+/// `generate`: the seeded data set written as SAM.
+fn generate(path: &Path, bytes: u64, seed: u64, out: &mut impl Write) -> anyhow::Result<()> {
+    let f = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    let g = pmlab_samjmp::generate::generate(&mut w, bytes, seed)?;
+    w.flush()?;
+    writeln!(
+        out,
+        "{} records, {} bytes -> {}",
+        g.records,
+        g.bytes,
+        path.display()
+    )?;
     Ok(())
 }
 
