@@ -144,7 +144,7 @@ pub const SCENARIOS: [Scenario; 15] = [
     },
     Scenario {
         name: "serial-windows",
-        what: "LOC-WAL: the log writer issues a window's groups one at a time, as the strict protocols' (a hypothesis, not the text)",
+        what: "LOC-WAL: the log writer issues a window's groups one at a time, as the strict protocols' (the text leaves it open; not the default)",
         serial_windows: true,
         loc_variant: true,
         ..DEFAULT
