@@ -64,7 +64,12 @@ fn the_sensitivity_study_starts_from_the_reproductions_defaults() {
     let config = toy(dir.path().to_path_buf());
     let s = loc::sensitivity::run(&config).expect("the study runs");
     s.write(&config).expect("results written");
-    for f in ["sensitivity.csv", "profile.csv", "sensitivity.json"] {
+    for f in [
+        "sensitivity.csv",
+        "profile.csv",
+        "sd_sweep.csv",
+        "sensitivity.json",
+    ] {
         assert!(dir.path().join(f).exists(), "{f} written");
     }
     let scenarios = s.json["scenarios"].as_array().unwrap();
@@ -75,6 +80,26 @@ fn the_sensitivity_study_starts_from_the_reproductions_defaults() {
     for p in ["S-WAL", "H-WAL", "EC-WAL", "LOC-WAL"] {
         assert_eq!(Some(avg(0, p)), repro["averages"][p].as_f64(), "{p}");
     }
+    // Figure 8's sweep in the defaults: SD 1 is EC-WAL (a window of one transaction
+    // persists as Eager Commit alone does), SD 16 the LOC-WAL above, and the split
+    // multiplies back to SD 16's ratio to the paper.
+    let sweep = &s.json["sd_sweep"][0];
+    assert_eq!(sweep["scenario"], "default");
+    assert_eq!(sweep["workloads"], "all six");
+    let at = |sd: u64| {
+        sweep["by_sd"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["sd"] == sd)
+            .and_then(|p| p["locwal"].as_f64())
+            .unwrap()
+    };
+    assert_eq!(at(1), avg(0, "EC-WAL"));
+    assert_eq!(at(16), avg(0, "LOC-WAL"));
+    let split = &sweep["split"];
+    let r = |k: &str| split[k].as_f64().unwrap();
+    assert!((r("base_ratio") * r("gain_ratio") - r("total_ratio")).abs() < 1e-9);
     // The looser reading orders less, so the strict protocols lose less to it.
     assert_eq!(scenarios[1]["scenario"]["name"], "looser");
     for p in ["S-WAL", "H-WAL", "EC-WAL"] {

@@ -18,6 +18,7 @@
 //! runtime").
 
 mod crash;
+pub mod gap;
 pub mod paper;
 mod plan;
 mod report;

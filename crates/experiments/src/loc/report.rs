@@ -6,6 +6,7 @@ use pmlab_report::{BarPlot, Table, write_json};
 use serde_json::{Value, json};
 
 use super::crash::CrashSummary;
+use super::gap::{self, GapSplit};
 use super::plan::{Key, Measured};
 use super::run::Built;
 use super::{Config, LocError, paper};
@@ -116,6 +117,7 @@ impl Report {
             r.overlapped(&c);
         }
         r.targets(&c, &averages);
+        r.gap(&c);
         let speed = r.speed(&m, wall_s, load_before, config);
         if let Some(cs) = &crash {
             r.crash(cs);
@@ -440,6 +442,32 @@ impl Report {
             per.join(", ")
         ));
         self.tables.push(("targets.csv".into(), t));
+    }
+
+    /// LOC-WAL's distance from the paper split into SD 1's (the base) and the gain of
+    /// speculation's, over all workloads and the two groups of [`gap::groups`].
+    fn gap(&mut self, c: &Ctx) {
+        let rows: Vec<(String, GapSplit)> = gap::groups()
+            .iter()
+            .map(|(label, keep)| {
+                let at = |sd| {
+                    let (v, _) = c.series(|w| Self::sd_key(w, sd));
+                    let kept: Vec<f64> = paper::WORKLOADS
+                        .iter()
+                        .zip(&v)
+                        .filter(|((w, _), _)| keep(*w))
+                        .map(|(_, x)| *x)
+                        .collect();
+                    mean(&kept)
+                };
+                (label.to_string(), GapSplit::new(at(1), at(16), at(32)))
+            })
+            .collect();
+        let t = gap::table(
+            "Where LOC-WAL's distance from the paper lies: SD 1 (no speculation) and the gain to SD 16",
+            &rows,
+        );
+        self.tables.push(("gap.csv".into(), t));
     }
 
     fn speed(&mut self, m: &Measured, wall_s: f64, load: Option<f64>, config: &Config) -> Value {

@@ -72,7 +72,7 @@ const DEFAULT: Scenario = Scenario {
 };
 
 /// The scenarios, the defaults first.
-pub const SCENARIOS: [Scenario; 14] = [
+pub const SCENARIOS: [Scenario; 15] = [
     DEFAULT,
     Scenario {
         name: "looser",
@@ -144,7 +144,7 @@ pub const SCENARIOS: [Scenario; 14] = [
     },
     Scenario {
         name: "serial-windows",
-        what: "LOC-WAL: the log writer issues a window's groups one at a time, as the strict protocols' (a hypothesis, not the text)",
+        what: "LOC-WAL: the log writer issues a window's groups one at a time, as the strict protocols' (the text leaves it open; not the default)",
         serial_windows: true,
         loc_variant: true,
         ..DEFAULT
@@ -153,6 +153,14 @@ pub const SCENARIOS: [Scenario; 14] = [
         name: "word-serial-windows",
         what: "word-blocks and serial-windows together: LOC-WAL's log written one 64-byte burst at a time",
         reading: Reading::Word,
+        serial_windows: true,
+        loc_variant: true,
+        ..DEFAULT
+    },
+    Scenario {
+        name: "leaf-edit-serial-windows",
+        what: "leaf-edit and serial-windows together: the node workloads' reads as C's, LOC-WAL's windows written one group at a time",
+        leaf_edit: true,
         serial_windows: true,
         loc_variant: true,
         ..DEFAULT
@@ -168,23 +176,22 @@ pub const SCENARIOS: [Scenario; 14] = [
 /// The protocols compared (LOC-WAL at SD 16), after the baseline.
 const PROTOCOLS: [HwKind; 4] = [HwKind::SWal, HwKind::HWal, HwKind::EcWal, HwKind::LocWal];
 
-/// The workloads whose transactions are dominated by reads of whole 4 KiB nodes.
-fn node_reading(w: Kind) -> bool {
-    matches!(w, Kind::BpTree | Kind::Db)
-}
+use super::gap::{self, GapSplit, node_reading};
 
 #[derive(Clone, Copy, Debug)]
 struct Job {
     scenario: usize,
     workload: Kind,
     kind: HwKind,
+    /// LOC-WAL's speculation degree (16 but in Figure 8's sweep; 1 for the others).
+    sd: u32,
 }
 
 impl Job {
     fn hw(&self) -> HwConfig {
         let s = &SCENARIOS[self.scenario];
         HwConfig {
-            sd: if self.kind == HwKind::LocWal { 16 } else { 1 },
+            sd: self.sd,
             compute: s.compute,
             serial_persist: s.serial,
             ordered_in_place: s.ordered_in_place,
@@ -218,25 +225,15 @@ pub fn run(config: &Config) -> Result<Sensitivity, LocError> {
             .collect(),
         ..config.clone()
     })?;
-    let mut jobs = Vec::new();
-    for scenario in 0..SCENARIOS.len() {
-        for &(workload, _) in paper::WORKLOADS.iter() {
-            for kind in std::iter::once(HwKind::Baseline).chain(PROTOCOLS) {
-                jobs.push(Job {
-                    scenario,
-                    workload,
-                    kind,
-                });
-            }
-        }
-    }
+    let jobs = jobs();
     let pb = bar(config, jobs.len(), "sensitivity");
     let label = |j: &Job| {
         format!(
-            "{} {} {}",
+            "{} {} {} SD {}",
             SCENARIOS[j.scenario].name,
             paper::workload_name(j.workload),
-            j.kind.label()
+            j.kind.label(),
+            j.sd
         )
     };
     let results = parallel(config, &jobs, &pb, label, |j| {
@@ -262,6 +259,58 @@ pub fn run(config: &Config) -> Result<Sensitivity, LocError> {
     Ok(m.report(config, &full, &small, wall, load_before))
 }
 
+/// Every scenario's baseline and protocols (LOC-WAL at SD 16), then Figure 8's other
+/// speculation degrees in the scenarios of [`SWEEP`].
+fn jobs() -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for scenario in 0..SCENARIOS.len() {
+        for &(workload, _) in paper::WORKLOADS.iter() {
+            for kind in std::iter::once(HwKind::Baseline).chain(PROTOCOLS) {
+                let sd = if kind == HwKind::LocWal { 16 } else { 1 };
+                jobs.push(Job {
+                    scenario,
+                    workload,
+                    kind,
+                    sd,
+                });
+            }
+        }
+    }
+    for scenario in sweep_scenarios() {
+        for &(workload, _) in paper::WORKLOADS.iter() {
+            for sd in SWEEP_SDS {
+                jobs.push(Job {
+                    scenario,
+                    workload,
+                    kind: HwKind::LocWal,
+                    sd,
+                });
+            }
+        }
+    }
+    jobs
+}
+
+/// The scenarios Figure 8 is swept in: the defaults, the node workloads read as C
+/// would (`leaf-edit`), LOC-WAL's windows written one group at a time
+/// (`serial-windows`), and both.
+const SWEEP: [&str; 4] = [
+    "default",
+    "leaf-edit",
+    "serial-windows",
+    "leaf-edit-serial-windows",
+];
+
+/// Figure 8's speculation degrees besides 16 (run in every scenario).
+const SWEEP_SDS: [u32; 5] = [1, 2, 4, 8, 32];
+
+fn sweep_scenarios() -> Vec<usize> {
+    SWEEP
+        .iter()
+        .map(|n| scenario_index(|s| s.name == *n))
+        .collect()
+}
+
 struct Results {
     jobs: Vec<Job>,
     results: Vec<RunResult>,
@@ -282,10 +331,17 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
 
 impl Results {
     fn get(&self, scenario: usize, workload: Kind, kind: HwKind) -> &RunResult {
+        let sd = if kind == HwKind::LocWal { 16 } else { 1 };
+        self.get_sd(scenario, workload, kind, sd)
+    }
+
+    fn get_sd(&self, scenario: usize, workload: Kind, kind: HwKind, sd: u32) -> &RunResult {
         let i = self
             .jobs
             .iter()
-            .position(|j| j.scenario == scenario && j.workload == workload && j.kind == kind)
+            .position(|j| {
+                j.scenario == scenario && j.workload == workload && j.kind == kind && j.sd == sd
+            })
             .expect("every job ran");
         &self.results[i]
     }
@@ -317,6 +373,7 @@ impl Results {
         let (mut profile, profile_json) = self.profile_table(full, small);
         self.add_loc_split(&mut profile);
         let (extra, extra_json) = self.extra_table();
+        let (sweep, sweep_json) = self.sweep_table();
         let mut by_workload = self.by_workload_table();
         by_workload.note(format!(
             "{} measured transactions per run after {} warm-up, seed {}; {:.1} s of wall clock on {} threads; load average before it: {}",
@@ -337,6 +394,7 @@ impl Results {
             "scenarios": scenarios_json,
             "profile": profile_json,
             "extra_cycles": extra_json,
+            "sd_sweep": sweep_json,
         });
         Sensitivity {
             tables: vec![
@@ -344,6 +402,7 @@ impl Results {
                 ("sensitivity_hwal.csv".into(), by_workload),
                 ("profile.csv".into(), profile),
                 ("extra_cycles.csv".into(), extra),
+                ("sd_sweep.csv".into(), sweep),
             ],
             json,
         }
@@ -642,6 +701,76 @@ impl Results {
             }
         }
         t.note("each part: the protocol's cycles of that kind minus the baseline's (negative: fewer); compute: the workload's; instructions: TxBegin/TxCommit/TxAbort/TxFlush; l1..memory: accesses served there (memory: as if its bank were idle); read_queue: memory reads waiting for a busy bank; *_wait: persistence waits by cause. extra X accesses: accesses served by X minus the baseline's");
+        (t, Value::Array(out))
+    }
+}
+
+impl Results {
+    /// LOC-WAL's average at speculation degree `sd` in `scenario` over the workloads
+    /// `keep` selects.
+    fn sd_avg(&self, scenario: usize, sd: u32, keep: impl Fn(Kind) -> bool) -> f64 {
+        mean(
+            paper::WORKLOADS
+                .iter()
+                .filter(|(w, _)| keep(*w))
+                .map(|&(w, _)| {
+                    self.get_sd(scenario, w, HwKind::LocWal, sd).throughput()
+                        / self.get(scenario, w, HwKind::Baseline).throughput()
+                }),
+        )
+    }
+
+    /// Figure 8 in the scenarios of [`SWEEP`], per workload group, with H-WAL beside it
+    /// and LOC-WAL's distance from the paper split into SD 1's and the gain's.
+    fn sweep_table(&self) -> (Table, Value) {
+        let mut header: Vec<String> = vec!["scenario".into(), "workloads".into(), "H-WAL".into()];
+        header.extend(paper::SDS.iter().map(|sd| format!("SD={sd}")));
+        header.extend(["SD=1 / paper", "gain 1->16 / paper's", "SD=16 / paper"].map(String::from));
+        let h: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut t = Table::new(
+            "Figure 8 by scenario: LOC-WAL's average normalized throughput by speculation degree",
+            &h,
+        );
+        let mut out = Vec::new();
+        for scenario in sweep_scenarios() {
+            for (label, keep) in gap::groups() {
+                let by_sd: Vec<f64> = paper::SDS
+                    .iter()
+                    .map(|&sd| self.sd_avg(scenario, sd, keep))
+                    .collect();
+                let split = GapSplit::new(
+                    self.sd_avg(scenario, 1, keep),
+                    self.sd_avg(scenario, 16, keep),
+                    self.sd_avg(scenario, 32, keep),
+                );
+                let hwal = self.avg(scenario, HwKind::HWal, keep);
+                let mut row = vec![SCENARIOS[scenario].name.to_string(), label.to_string()];
+                row.push(f3(hwal));
+                row.extend(by_sd.iter().map(|&x| f3(x)));
+                row.extend([split.base_ratio, split.gain_ratio, split.total_ratio].map(f3));
+                t.row(row);
+                out.push(json!({
+                    "scenario": SCENARIOS[scenario].name,
+                    "workloads": label,
+                    "hwal": hwal,
+                    "by_sd": paper::SDS.iter().zip(&by_sd).map(|(sd, x)| json!({"sd": sd, "locwal": x})).collect::<Vec<_>>(),
+                    "split": split,
+                }));
+            }
+        }
+        let mut p = vec![
+            "paper".to_string(),
+            "all six".to_string(),
+            "0.331".to_string(),
+        ];
+        p.extend(
+            paper::SDS
+                .iter()
+                .map(|&sd| paper::sd_average(sd).map_or("-".into(), f3)),
+        );
+        p.extend(["1", "1", "1"].map(String::from));
+        t.row(p);
+        t.note("SD=1 is EC-WAL (no speculation); SD=16 / paper = SD=1 / paper x gain 1->16 / paper's (0.651 / 0.353 = 1.844)");
         (t, Value::Array(out))
     }
 }

@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{s}");
         s.write(&config)?;
         println!(
-            "written: {}/{{sensitivity.csv, sensitivity_hwal.csv, profile.csv, sensitivity.json}}",
+            "written: {}/{{sensitivity.csv, sensitivity_hwal.csv, profile.csv, extra_cycles.csv, sd_sweep.csv, sensitivity.json}}",
             config.out_dir.display()
         );
         return Ok(());
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print!("{report}");
     report.write(&config)?;
     println!(
-        "written: {}/{{fig6..9.csv, readings.csv, overlapped.csv, targets.csv, speed.csv, crash.csv, broken.csv, loc.json, fig6..9.svg}}",
+        "written: {}/{{fig6..9.csv, readings.csv, overlapped.csv, targets.csv, gap.csv, speed.csv, crash.csv, broken.csv, loc.json, fig6..9.svg}}",
         config.out_dir.display()
     );
     Ok(())
