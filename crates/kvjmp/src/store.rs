@@ -19,6 +19,7 @@ use crate::dict::{self, SetEffect};
 use crate::error::KvError;
 use crate::heap::AllocError;
 use crate::layout::{HEADER_LEN, Header, LOG_LEN, MAX_KEY, MAX_VALUE, MIN_SEGMENT, root};
+use crate::persist::Persist;
 use crate::scratch::Scratch;
 use crate::segmem::{InPlace, SegMem};
 use crate::view::View;
@@ -61,7 +62,10 @@ pub struct KvStore {
     ro: VasHandle,
     rw: Option<VasHandle>,
     header: Option<Header>,
-    persist: PersistMode,
+    /// The flush instruction of the power domain (this CPU's best).
+    flush_mode: PersistMode,
+    /// The persistence domain this client's SETs commit to.
+    persist: Persist,
     faults: Faults,
     scratch: Scratch,
     last_recovery: Option<Recovery>,
@@ -169,7 +173,8 @@ impl KvStore {
             ro,
             rw,
             header: None,
-            persist: CpuPersistFeatures::detect().best_mode(),
+            flush_mode: CpuPersistFeatures::detect().best_mode(),
+            persist: Persist::Power,
             faults: Faults::default(),
             // SAFETY: the private segment stays mapped while `spaces` lives, and is
             // writable exactly while a handle is switched in, when the arena is used.
@@ -184,6 +189,18 @@ impl KvStore {
     pub fn with_faults(mut self, faults: Faults) -> KvStore {
         self.faults = faults;
         self
+    }
+
+    /// Commits this client's SETs to the persistence domain `p` (see
+    /// [`crate::persist`]; [`Persist::Power`] unless asked).
+    pub fn with_persist(mut self, p: Persist) -> KvStore {
+        self.persist = p;
+        self
+    }
+
+    /// The persistence domain this client's SETs commit to.
+    pub fn persist(&self) -> Persist {
+        self.persist
     }
 
     /// The mechanism this client's switches use.
@@ -231,7 +248,7 @@ impl KvStore {
 
     fn mem(&self) -> SegMem {
         // SAFETY: called only while switched into the read-write VAS.
-        unsafe { SegMem::new(self.base, self.size, self.persist) }
+        unsafe { SegMem::new(self.base, self.size, self.flush_mode, self.persist) }
     }
 
     fn format(&mut self, seed: u64) -> Result<(), KvError> {
