@@ -99,7 +99,6 @@ fn find<T: TxMemory>(
     hash: u64,
 ) -> Result<Option<(Addr, Addr)>, AllocError> {
     let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
-    let mut buf = Vec::new();
     for t in 0..if rehashing { 2 } else { 1 } {
         let tb = table(tx, h, t)?;
         if tb.block == 0 {
@@ -110,12 +109,8 @@ fn find<T: TxMemory>(
         while e != 0 {
             if tx.tx_read_u64(e + entry::HASH)? == hash {
                 let lens = tx.tx_read_u64(e + entry::LENS)?;
-                if lens as u32 as usize == key.len() {
-                    buf.resize(key.len(), 0);
-                    tx.tx_read(e + entry::KEY, &mut buf)?;
-                    if buf == key {
-                        return Ok(Some((link, e)));
-                    }
+                if lens as u32 as usize == key.len() && key_is(tx, e + entry::KEY, key)? {
+                    return Ok(Some((link, e)));
                 }
             }
             link = e + entry::NEXT;
@@ -125,6 +120,26 @@ fn find<T: TxMemory>(
     Ok(None)
 }
 
+/// Whether the bytes at `at` are `key`, compared a chunk at a time through a buffer on
+/// the stack (a SET allocates nothing).
+fn key_is<T: TxMemory>(tx: &mut T, at: Addr, key: &[u8]) -> Result<bool, AllocError> {
+    let mut buf = [0u8; 64];
+    let mut at = at;
+    for chunk in key.chunks(buf.len()) {
+        let b = &mut buf[..chunk.len()];
+        tx.tx_read(at, b)?;
+        if b != chunk {
+            return Ok(false);
+        }
+        at += chunk.len() as u64;
+    }
+    Ok(true)
+}
+
+/// An entry's bytes assembled in one buffer (on the stack when they fit, as a SET of
+/// a short key and value does), so that it is one write to the transaction.
+const ENTRY_ON_STACK: usize = 256;
+
 fn write_entry<T: SegTx>(
     tx: &mut T,
     e: Addr,
@@ -133,14 +148,22 @@ fn write_entry<T: SegTx>(
     key: &[u8],
     value: &[u8],
 ) -> Result<(), AllocError> {
-    let mut rec = Vec::with_capacity(24 + key.len() + value.len());
-    rec.extend_from_slice(&next.to_le_bytes());
-    rec.extend_from_slice(&hash.to_le_bytes());
-    rec.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    rec.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    rec.extend_from_slice(key);
-    rec.extend_from_slice(value);
-    tx.tx_write(e + entry::NEXT, &rec)?;
+    let n = 24 + key.len() + value.len();
+    let mut stack = [0u8; ENTRY_ON_STACK];
+    let mut heap = Vec::new();
+    let rec = if n <= ENTRY_ON_STACK {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, 0);
+        &mut heap[..]
+    };
+    rec[..8].copy_from_slice(&next.to_le_bytes());
+    rec[8..16].copy_from_slice(&hash.to_le_bytes());
+    rec[16..20].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    rec[20..24].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    rec[24..24 + key.len()].copy_from_slice(key);
+    rec[24 + key.len()..].copy_from_slice(value);
+    tx.tx_write(e + entry::NEXT, rec)?;
     Ok(())
 }
 

@@ -72,6 +72,8 @@ pub struct KvStore {
     dead_holders: Vec<u32>,
     /// The redo protocol's buffers, kept from one SET to the next.
     redo_buffers: RedoBuffers,
+    /// A SET's key and value copied out of the scratch heap, kept likewise.
+    set_args: (Vec<u8>, Vec<u8>),
 }
 
 impl KvStore {
@@ -182,6 +184,7 @@ impl KvStore {
             last_recovery: None,
             dead_holders: Vec::new(),
             redo_buffers: RedoBuffers::default(),
+            set_args: Default::default(),
         })
     }
 
@@ -374,12 +377,21 @@ impl KvStore {
             .ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
         let r = self.spaces.vas_switch(rw)?;
         self.note_switch(r);
-        let out = self.set_inside(key, value);
+        let mut copied = std::mem::take(&mut self.set_args);
+        let out = self.set_inside(key, value, &mut copied);
+        self.set_args = copied;
         self.spaces.vas_switch_home()?;
         out
     }
 
-    fn set_inside(&mut self, key: &[u8], value: &[u8]) -> Result<SetEffect, KvError> {
+    /// The SET switched in; `copied` receives the key and value parsed back from the
+    /// scratch heap.
+    fn set_inside(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        (ck, cv): &mut (Vec<u8>, Vec<u8>),
+    ) -> Result<SetEffect, KvError> {
         let h = self.header();
         let n = self
             .scratch
@@ -388,7 +400,9 @@ impl KvStore {
         let (args, _) = self.scratch.parse::<3>(n).ok_or_else(|| too_big("value"))?;
         // The transaction buffers its stores in the process's own memory, so the
         // arguments are copied out of the scratch heap once.
-        let (key, value) = (self.scratch.arg_vec(args[1]), self.scratch.arg_vec(args[2]));
+        self.scratch.arg_into(args[1], ck);
+        self.scratch.arg_into(args[2], cv);
+        let (key, value) = (&ck[..], &cv[..]);
         let map = |e: AllocError, store: &str| match e {
             AllocError::Full(bytes) => KvError::Full {
                 store: store.to_string(),
@@ -401,7 +415,7 @@ impl KvStore {
         };
         if self.faults.in_place {
             let mut t = InPlace(self.mem());
-            return dict::set(&mut t, &h, &key, &value).map_err(|e| map(e, &self.name));
+            return dict::set(&mut t, &h, key, value).map_err(|e| map(e, &self.name));
         }
         let (log, data) = Self::areas(&h);
         let recoveries = self.lock.recoveries();
@@ -424,7 +438,7 @@ impl KvStore {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
                 p.write_u64(h.root + root::RECOVERED, recoveries)?;
             }
-            dict::set(&mut p, &h, &key, &value)
+            dict::set(&mut p, &h, key, value)
         })();
         let out = match r {
             Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),
