@@ -90,6 +90,44 @@ pub fn set<T: SegTx>(
     Ok(effect)
 }
 
+/// Starts fetching the cache lines of `key`'s bucket slots into the cache (table 0's,
+/// and table 1's during a rehash), so that the miss a SET takes on its bucket overlaps
+/// the work before its probe (parsing the request, attaching the redo log). A hint
+/// only: it reads the root's committed fields, changes nothing, and a stale table
+/// merely fetches a line for nothing. `seg` is the segment, readable (switched in).
+pub fn prefetch_buckets(seg: &[u8], h: &Header, key: &[u8]) {
+    let field = |f: u64| {
+        let at = (h.root + f) as usize;
+        seg.get(at..at + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    let hash = hash_key(h.seed, key);
+    let tables = if field(root::REHASH) == NOT_REHASHING {
+        1
+    } else {
+        2
+    };
+    for t in 0..tables {
+        let (block, size) = (field(root::table(t)), field(root::size(t)));
+        if block == 0 || size == 0 {
+            continue;
+        }
+        if let Some(line) = seg.get(slot(block, hash & (size - 1)) as usize) {
+            prefetch(line);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn prefetch(at: &u8) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    // SAFETY: a prefetch has no architectural effect; `at` is a valid reference.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>((at as *const u8).cast()) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn prefetch(_at: &u8) {}
+
 /// The link that points to `key`'s entry (a bucket slot or a `next` field) and the
 /// entry, searching table 0 and, during a rehash, table 1.
 fn find<T: TxMemory>(

@@ -393,6 +393,7 @@ impl KvStore {
         (ck, cv): &mut (Vec<u8>, Vec<u8>),
     ) -> Result<SetEffect, KvError> {
         let h = self.header();
+        dict::prefetch_buckets(self.seg(), &h, key);
         let n = self
             .scratch
             .encode(&[b"SET", key, value])
