@@ -237,7 +237,14 @@ fn the_benchmark_reports_pmlab_redis_and_redis_per_core_as_json() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
-    for system in ["pmlab", "redis", "redis-per-core"] {
+    // Both persistence domains of the store, each beside the Redis of its guarantee.
+    for system in [
+        "pmlab",
+        "pmlab-process",
+        "redis",
+        "redis-aof-always",
+        "redis-per-core",
+    ] {
         for clients in [1, 2] {
             for (op, pct) in [("GET", 0), ("SET", 100)] {
                 assert!(
@@ -263,25 +270,29 @@ fn the_benchmark_reports_pmlab_redis_and_redis_per_core_as_json() {
     } else {
         &["mprotect", "resident"][..]
     };
-    for m in mechs {
+    for (m, system) in mechs
+        .iter()
+        .flat_map(|m| ["pmlab", "pmlab-process"].map(|s| (m, s)))
+    {
         for op in ["GET", "SET"] {
             assert!(
-                rows.iter().any(|r| r["system"] == "pmlab"
+                rows.iter().any(|r| r["system"] == system
                     && r["mechanism"] == *m
                     && r["op"] == op
                     && r["set_pct"] == 50
                     && r["req_per_s"].as_f64().unwrap() > 0.0),
-                "{m} {op} 50%: {rows:?}"
+                "{system} {m} {op} 50%: {rows:?}"
             );
         }
     }
     assert!(
         rows.iter()
-            .filter(|r| r["system"] != "pmlab")
+            .filter(|r| r["system"] != "pmlab" && r["system"] != "pmlab-process")
             .all(|r| r["mechanism"].is_null())
     );
     assert!(!rows.iter().any(|r| r["mechanism"] == "pkeys") || mechs.len() == 3);
     assert!(text(&o).contains("resident: no system call per switch"));
+    assert!(text(&o).contains("redis-aof-always"), "{}", text(&o));
     for f in [
         "kv.json",
         "kv.csv",
@@ -291,4 +302,39 @@ fn the_benchmark_reports_pmlab_redis_and_redis_per_core_as_json() {
     ] {
         assert!(out.path().join(f).exists(), "{f}");
     }
+}
+
+/// A SET in the process domain is found by a later process in the power domain and
+/// the other way round (one store format, one transaction), and an unknown domain is
+/// an error naming the flag.
+#[test]
+fn sets_in_both_persistence_domains_share_one_store_and_a_bad_domain_is_refused() {
+    let d = registry();
+    assert!(
+        pmlab(d.path(), &["create", "s", "--size", "8MiB"])
+            .status
+            .success()
+    );
+    for (persist, key) in [("process", "p"), ("power", "w")] {
+        let o = pmlab(
+            d.path(),
+            &["--persist", persist, "set", "--store", "s", key, persist],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    for (persist, key, want) in [("power", "p", "process"), ("process", "w", "power")] {
+        let g = pmlab(
+            d.path(),
+            &["--persist", persist, "get", "--store", "s", key],
+        );
+        assert_eq!(String::from_utf8_lossy(&g.stdout).trim(), want);
+    }
+    let c = pmlab(d.path(), &["check", "--store", "s"]);
+    assert!(text(&c).contains("consistent: 2 keys"), "{}", text(&c));
+    let bad = pmlab(
+        d.path(),
+        &["--persist", "disk", "set", "--store", "s", "k", "v"],
+    );
+    assert!(!bad.status.success());
+    assert!(text(&bad).contains("--persist: \"disk\""), "{}", text(&bad));
 }

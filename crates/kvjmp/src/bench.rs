@@ -26,10 +26,16 @@ pub mod redis;
 use pmlab_vas::native::{Mechanism, MechanismChoice};
 use serde::Serialize;
 
+use crate::Persist;
+
 /// One measured point of the JSON list.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Row {
-    /// `pmlab`, `redis` or `redis-per-core`.
+    /// `pmlab` (the store, every SET durable against power loss: `--persist power`),
+    /// `pmlab-process` (the store, every SET surviving any process kill: `--persist
+    /// process`), `redis` (Redis's default persistence, as the server runs in memory),
+    /// `redis-aof-always` (every SET appended and fsynced before the reply, AOF on
+    /// tmpfs) or `redis-per-core` (independent default instances).
     pub system: String,
     /// Client processes (pmlab), connections (redis), or connections over all
     /// instances (redis-per-core).
@@ -111,6 +117,27 @@ pub struct Plan {
     pub store_bytes: u64,
     /// The switch mechanisms the store is measured with (each decided on this machine).
     pub mechanisms: Vec<Mechanism>,
+    /// The persistence domains the store is measured in.
+    pub persists: Vec<Persist>,
+}
+
+/// The JSON `system` of the store measured in domain `p`: `pmlab` is the durable one
+/// (its meaning before the domains were a choice), `pmlab-process` the other.
+pub fn system_of(p: Persist) -> &'static str {
+    match p {
+        Persist::Power => "pmlab",
+        Persist::Process => "pmlab-process",
+    }
+}
+
+/// The Redis configuration of the same guarantee as the store in domain `p`, by its
+/// JSON `system`: `fsync` of every SET before its reply for power loss, the default
+/// (the server's memory) for process kills.
+pub fn peer_of(p: Persist) -> &'static str {
+    match p {
+        Persist::Power => "redis-aof-always",
+        Persist::Process => "redis",
+    }
 }
 
 /// The mechanisms to measure when none is named: every one this machine can run —
@@ -147,10 +174,15 @@ pub fn run(
         for &c in &plan.clients {
             let salt = u64::from(rep) << 8 | u64::from(c);
             for &m in &plan.mechanisms {
-                run_pmlab(plan, c, salt, m, command, &mut samples, tick)?;
+                for &p in &plan.persists {
+                    run_pmlab(plan, c, salt, (m, p), command, &mut samples, tick)?;
+                }
             }
             if plan.vs_redis {
                 run_redis(plan, c, salt, command, &mut samples, tick)?;
+                if plan.persists.contains(&Persist::Power) {
+                    run_redis_aof(plan, c, &mut samples, tick)?;
+                }
                 run_redis_per_core(plan, c, &mut samples, tick)?;
             }
         }
@@ -192,12 +224,13 @@ fn add(
     }
 }
 
-/// SET test, GET test, then the sweep's mixes on a fresh store, switching by `m`.
+/// SET test, GET test, then the sweep's mixes on a fresh store, switching by `m`,
+/// SETs committing to domain `p`.
 fn run_pmlab(
     plan: &Plan,
     c: u32,
     salt: u64,
-    m: Mechanism,
+    (m, p): (Mechanism, Persist),
     command: &dyn Fn(&client::ClientSpec) -> std::process::Command,
     samples: &mut Samples,
     tick: &mut dyn FnMut(&str),
@@ -230,9 +263,13 @@ fn run_pmlab(
             salt ^ u64::from(pct),
             choice_of(m),
         );
+        let specs: Vec<_> = specs
+            .into_iter()
+            .map(|s| client::ClientSpec { persist: p, ..s })
+            .collect();
         let rps = client::run_clients(&specs, command)?;
-        add(samples, "pmlab", c, pct, Some(m), rps);
-        tick(&format!("pmlab ({m}) {c} client(s) {pct}% SET"));
+        add(samples, system_of(p), c, pct, Some(m), rps);
+        tick(&format!("pmlab ({m}, {p}) {c} client(s) {pct}% SET"));
     }
     Ok(())
 }
@@ -247,7 +284,7 @@ fn run_redis(
     tick: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
     let cpu = plan.redis_same_cpu.then_some(0);
-    let server = redis::RedisServer::start(cpu)?;
+    let server = redis::RedisServer::start(cpu, redis::Durability::Default)?;
     let (set, get) = redis::finish_benchmark(redis::start_benchmark(
         server.socket(),
         c,
@@ -294,6 +331,33 @@ fn run_redis(
     Ok(())
 }
 
+/// `redis-benchmark -c C` against one server that appends every SET to its AOF and
+/// fsyncs it before replying (the AOF on tmpfs, as the store's segment): the peer of
+/// the store's power domain. GET/SET only; the sweep is run against default Redis.
+fn run_redis_aof(
+    plan: &Plan,
+    c: u32,
+    samples: &mut Samples,
+    tick: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let cpu = plan.redis_same_cpu.then_some(0);
+    let server = redis::RedisServer::start(cpu, redis::Durability::AofAlways)?;
+    let (set, get) = redis::finish_benchmark(redis::start_benchmark(
+        server.socket(),
+        c,
+        &plan.workload,
+        cpu,
+    )?)?;
+    for (pct, r) in [
+        (100, client::Rates { get: 0.0, set }),
+        (0, client::Rates { get, set: 0.0 }),
+    ] {
+        add(samples, "redis-aof-always", c, pct, None, r);
+    }
+    tick(&format!("redis-aof-always {c} client(s) GET/SET"));
+    Ok(())
+}
+
 /// The paper's "Redis 6x": independent instances (one per core, at most one per
 /// client), each with its own `redis-benchmark` running at the same time and sharing
 /// the clients and requests; their rates are summed.
@@ -307,7 +371,7 @@ fn run_redis_per_core(
     // Instance i and its redis-benchmark on CPU i, when pinned.
     let cpu = |i: u32| plan.redis_same_cpu.then_some(i as usize);
     let servers = (0..instances)
-        .map(|i| redis::RedisServer::start(cpu(i)))
+        .map(|i| redis::RedisServer::start(cpu(i), redis::Durability::Default))
         .collect::<Result<Vec<_>, _>>()?;
     let w = Workload {
         requests: plan.workload.requests / u64::from(instances),
@@ -374,6 +438,7 @@ pub fn client_args(spec: &client::ClientSpec) -> Vec<std::ffi::OsString> {
         ("--value-len", spec.value_len.to_string()),
         ("--seed", spec.seed.to_string()),
         ("--mechanism", choice_name(spec.mechanism).to_string()),
+        ("--persist", spec.persist.name().to_string()),
     ] {
         a.push(flag.into());
         a.push(v.into());

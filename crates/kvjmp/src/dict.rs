@@ -90,6 +90,44 @@ pub fn set<T: SegTx>(
     Ok(effect)
 }
 
+/// Starts fetching the cache lines of `key`'s bucket slots into the cache (table 0's,
+/// and table 1's during a rehash), so that the miss a SET takes on its bucket overlaps
+/// the work before its probe (parsing the request, attaching the redo log). A hint
+/// only: it reads the root's committed fields, changes nothing, and a stale table
+/// merely fetches a line for nothing. `seg` is the segment, readable (switched in).
+pub fn prefetch_buckets(seg: &[u8], h: &Header, key: &[u8]) {
+    let field = |f: u64| {
+        let at = (h.root + f) as usize;
+        seg.get(at..at + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    let hash = hash_key(h.seed, key);
+    let tables = if field(root::REHASH) == NOT_REHASHING {
+        1
+    } else {
+        2
+    };
+    for t in 0..tables {
+        let (block, size) = (field(root::table(t)), field(root::size(t)));
+        if block == 0 || size == 0 {
+            continue;
+        }
+        if let Some(line) = seg.get(slot(block, hash & (size - 1)) as usize) {
+            prefetch(line);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn prefetch(at: &u8) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    // SAFETY: a prefetch has no architectural effect; `at` is a valid reference.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>((at as *const u8).cast()) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn prefetch(_at: &u8) {}
+
 /// The link that points to `key`'s entry (a bucket slot or a `next` field) and the
 /// entry, searching table 0 and, during a rehash, table 1.
 fn find<T: TxMemory>(
@@ -99,7 +137,6 @@ fn find<T: TxMemory>(
     hash: u64,
 ) -> Result<Option<(Addr, Addr)>, AllocError> {
     let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
-    let mut buf = Vec::new();
     for t in 0..if rehashing { 2 } else { 1 } {
         let tb = table(tx, h, t)?;
         if tb.block == 0 {
@@ -110,12 +147,8 @@ fn find<T: TxMemory>(
         while e != 0 {
             if tx.tx_read_u64(e + entry::HASH)? == hash {
                 let lens = tx.tx_read_u64(e + entry::LENS)?;
-                if lens as u32 as usize == key.len() {
-                    buf.resize(key.len(), 0);
-                    tx.tx_read(e + entry::KEY, &mut buf)?;
-                    if buf == key {
-                        return Ok(Some((link, e)));
-                    }
+                if lens as u32 as usize == key.len() && key_is(tx, e + entry::KEY, key)? {
+                    return Ok(Some((link, e)));
                 }
             }
             link = e + entry::NEXT;
@@ -125,6 +158,26 @@ fn find<T: TxMemory>(
     Ok(None)
 }
 
+/// Whether the bytes at `at` are `key`, compared a chunk at a time through a buffer on
+/// the stack (a SET allocates nothing).
+fn key_is<T: TxMemory>(tx: &mut T, at: Addr, key: &[u8]) -> Result<bool, AllocError> {
+    let mut buf = [0u8; 64];
+    let mut at = at;
+    for chunk in key.chunks(buf.len()) {
+        let b = &mut buf[..chunk.len()];
+        tx.tx_read(at, b)?;
+        if b != chunk {
+            return Ok(false);
+        }
+        at += chunk.len() as u64;
+    }
+    Ok(true)
+}
+
+/// An entry's bytes assembled in one buffer (on the stack when they fit, as a SET of
+/// a short key and value does), so that it is one write to the transaction.
+const ENTRY_ON_STACK: usize = 256;
+
 fn write_entry<T: SegTx>(
     tx: &mut T,
     e: Addr,
@@ -133,14 +186,22 @@ fn write_entry<T: SegTx>(
     key: &[u8],
     value: &[u8],
 ) -> Result<(), AllocError> {
-    let mut rec = Vec::with_capacity(24 + key.len() + value.len());
-    rec.extend_from_slice(&next.to_le_bytes());
-    rec.extend_from_slice(&hash.to_le_bytes());
-    rec.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    rec.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    rec.extend_from_slice(key);
-    rec.extend_from_slice(value);
-    tx.tx_write(e + entry::NEXT, &rec)?;
+    let n = 24 + key.len() + value.len();
+    let mut stack = [0u8; ENTRY_ON_STACK];
+    let mut heap = Vec::new();
+    let rec = if n <= ENTRY_ON_STACK {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, 0);
+        &mut heap[..]
+    };
+    rec[..8].copy_from_slice(&next.to_le_bytes());
+    rec[8..16].copy_from_slice(&hash.to_le_bytes());
+    rec[16..20].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    rec[20..24].copy_from_slice(&(value.len() as u32).to_le_bytes());
+    rec[24..24 + key.len()].copy_from_slice(key);
+    rec[24 + key.len()..].copy_from_slice(value);
+    tx.tx_write(e + entry::NEXT, rec)?;
     Ok(())
 }
 

@@ -30,6 +30,7 @@ pub mod dict;
 mod error;
 pub mod heap;
 pub mod layout;
+pub mod persist;
 pub mod recover;
 pub mod resp;
 pub mod scratch;
@@ -39,4 +40,5 @@ pub mod stress;
 pub mod view;
 
 pub use error::KvError;
+pub use persist::Persist;
 pub use store::{Faults, KvStore};

@@ -91,6 +91,13 @@ impl Scratch {
         self.arg(a).to_vec()
     }
 
+    /// [`Scratch::arg_vec`] into `out` (replacing its contents), which a writer keeps
+    /// from one SET to the next so that copying allocates nothing.
+    pub fn arg_into(&mut self, a: Arg, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(self.arg(a));
+    }
+
     /// Builds a bulk-string reply (`$len\r\nvalue\r\n`, or `$-1\r\n` for none) after the
     /// command at offset `from`; returns the reply's range.
     pub fn reply(&mut self, from: usize, value: Option<&[u8]>) -> Option<(usize, usize)> {

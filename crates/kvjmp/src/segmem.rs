@@ -9,6 +9,7 @@ use pmlab_spine::{Addr, FlushKind, Memory, PersistCounters, SpineError};
 use pmlab_tx::{Protocol, RedoProtocol, TxError, TxMemory};
 
 use crate::heap::SegTx;
+use crate::persist::Persist;
 
 /// Stores left before this process kills itself with SIGKILL (0: never). The kill
 /// tests arm it to die at a chosen store inside a SET, lock held.
@@ -32,8 +33,9 @@ fn count_store() {
     KILL_AT_STORE.store(left - 1, Ordering::Relaxed);
 }
 
-/// The segment's bytes as spine memory (offsets from the segment's first byte).
-pub struct SegMem(MappedRange);
+/// The segment's bytes as spine memory (offsets from the segment's first byte),
+/// flushed and fenced as the client's persistence domain asks.
+pub struct SegMem(MappedRange, Persist);
 
 impl SegMem {
     /// Memory over the mapped segment `[base, base + size)`.
@@ -41,9 +43,9 @@ impl SegMem {
     /// # Safety
     /// The segment must stay mapped while the value is used, and writable when it is
     /// written (the caller holds the exclusive lock, switched into a read-write VAS).
-    pub unsafe fn new(base: *mut u8, size: u64, mode: PersistMode) -> SegMem {
+    pub unsafe fn new(base: *mut u8, size: u64, mode: PersistMode, persist: Persist) -> SegMem {
         // SAFETY: forwarded to the caller.
-        SegMem(unsafe { MappedRange::new(base, size, mode) })
+        SegMem(unsafe { MappedRange::new(base, size, mode) }, persist)
     }
 }
 
@@ -59,10 +61,19 @@ impl Memory for SegMem {
         self.0.write(addr, data)
     }
     fn flush(&mut self, addr: Addr, len: u64, kind: FlushKind) -> Result<(), SpineError> {
-        self.0.flush(addr, len, kind)
+        match self.1 {
+            Persist::Power => self.0.flush(addr, len, kind),
+            // Nothing to write back: the process domain ends at the shared mapping.
+            Persist::Process => pmlab_spine::check_bounds(addr, len, self.0.size()),
+        }
     }
     fn fence(&mut self) {
-        self.0.fence();
+        match self.1 {
+            Persist::Power => self.0.fence(),
+            // Program order is all a killed process's successor needs (see
+            // `crate::persist`); the compiler must not move stores across a step.
+            Persist::Process => std::sync::atomic::compiler_fence(Ordering::SeqCst),
+        }
     }
     fn persist_counters(&self) -> PersistCounters {
         self.0.persist_counters()

@@ -19,6 +19,7 @@ use crate::dict::{self, SetEffect};
 use crate::error::KvError;
 use crate::heap::AllocError;
 use crate::layout::{HEADER_LEN, Header, LOG_LEN, MAX_KEY, MAX_VALUE, MIN_SEGMENT, root};
+use crate::persist::Persist;
 use crate::scratch::Scratch;
 use crate::segmem::{InPlace, SegMem};
 use crate::view::View;
@@ -61,13 +62,18 @@ pub struct KvStore {
     ro: VasHandle,
     rw: Option<VasHandle>,
     header: Option<Header>,
-    persist: PersistMode,
+    /// The flush instruction of the power domain (this CPU's best).
+    flush_mode: PersistMode,
+    /// The persistence domain this client's SETs commit to.
+    persist: Persist,
     faults: Faults,
     scratch: Scratch,
     last_recovery: Option<Recovery>,
     dead_holders: Vec<u32>,
     /// The redo protocol's buffers, kept from one SET to the next.
     redo_buffers: RedoBuffers,
+    /// A SET's key and value copied out of the scratch heap, kept likewise.
+    set_args: (Vec<u8>, Vec<u8>),
 }
 
 impl KvStore {
@@ -169,7 +175,8 @@ impl KvStore {
             ro,
             rw,
             header: None,
-            persist: CpuPersistFeatures::detect().best_mode(),
+            flush_mode: CpuPersistFeatures::detect().best_mode(),
+            persist: Persist::Power,
             faults: Faults::default(),
             // SAFETY: the private segment stays mapped while `spaces` lives, and is
             // writable exactly while a handle is switched in, when the arena is used.
@@ -177,6 +184,7 @@ impl KvStore {
             last_recovery: None,
             dead_holders: Vec::new(),
             redo_buffers: RedoBuffers::default(),
+            set_args: Default::default(),
         })
     }
 
@@ -184,6 +192,18 @@ impl KvStore {
     pub fn with_faults(mut self, faults: Faults) -> KvStore {
         self.faults = faults;
         self
+    }
+
+    /// Commits this client's SETs to the persistence domain `p` (see
+    /// [`crate::persist`]; [`Persist::Power`] unless asked).
+    pub fn with_persist(mut self, p: Persist) -> KvStore {
+        self.persist = p;
+        self
+    }
+
+    /// The persistence domain this client's SETs commit to.
+    pub fn persist(&self) -> Persist {
+        self.persist
     }
 
     /// The mechanism this client's switches use.
@@ -231,7 +251,7 @@ impl KvStore {
 
     fn mem(&self) -> SegMem {
         // SAFETY: called only while switched into the read-write VAS.
-        unsafe { SegMem::new(self.base, self.size, self.persist) }
+        unsafe { SegMem::new(self.base, self.size, self.flush_mode, self.persist) }
     }
 
     fn format(&mut self, seed: u64) -> Result<(), KvError> {
@@ -357,13 +377,23 @@ impl KvStore {
             .ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
         let r = self.spaces.vas_switch(rw)?;
         self.note_switch(r);
-        let out = self.set_inside(key, value);
+        let mut copied = std::mem::take(&mut self.set_args);
+        let out = self.set_inside(key, value, &mut copied);
+        self.set_args = copied;
         self.spaces.vas_switch_home()?;
         out
     }
 
-    fn set_inside(&mut self, key: &[u8], value: &[u8]) -> Result<SetEffect, KvError> {
+    /// The SET switched in; `copied` receives the key and value parsed back from the
+    /// scratch heap.
+    fn set_inside(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        (ck, cv): &mut (Vec<u8>, Vec<u8>),
+    ) -> Result<SetEffect, KvError> {
         let h = self.header();
+        dict::prefetch_buckets(self.seg(), &h, key);
         let n = self
             .scratch
             .encode(&[b"SET", key, value])
@@ -371,7 +401,9 @@ impl KvStore {
         let (args, _) = self.scratch.parse::<3>(n).ok_or_else(|| too_big("value"))?;
         // The transaction buffers its stores in the process's own memory, so the
         // arguments are copied out of the scratch heap once.
-        let (key, value) = (self.scratch.arg_vec(args[1]), self.scratch.arg_vec(args[2]));
+        self.scratch.arg_into(args[1], ck);
+        self.scratch.arg_into(args[2], cv);
+        let (key, value) = (&ck[..], &cv[..]);
         let map = |e: AllocError, store: &str| match e {
             AllocError::Full(bytes) => KvError::Full {
                 store: store.to_string(),
@@ -384,7 +416,7 @@ impl KvStore {
         };
         if self.faults.in_place {
             let mut t = InPlace(self.mem());
-            return dict::set(&mut t, &h, &key, &value).map_err(|e| map(e, &self.name));
+            return dict::set(&mut t, &h, key, value).map_err(|e| map(e, &self.name));
         }
         let (log, data) = Self::areas(&h);
         let recoveries = self.lock.recoveries();
@@ -407,7 +439,7 @@ impl KvStore {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
                 p.write_u64(h.root + root::RECOVERED, recoveries)?;
             }
-            dict::set(&mut p, &h, &key, &value)
+            dict::set(&mut p, &h, key, value)
         })();
         let out = match r {
             Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),

@@ -22,6 +22,7 @@ use pmlab_vas::native::MechanismChoice;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::Persist;
 use crate::store::Faults;
 use crate::{KvError, KvStore};
 
@@ -68,12 +69,14 @@ pub fn worker(
     start: u64,
     variant: &str,
     mechanism: MechanismChoice,
+    persist: Persist,
 ) -> Result<(), String> {
     use std::io::Write;
     let faults = faults_of(variant)?;
     let mut s = KvStore::open_with(dir, STORE, true, mechanism)
         .map_err(|e| e.to_string())?
-        .with_faults(faults);
+        .with_faults(faults)
+        .with_persist(persist);
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready")
         .and_then(|()| out.flush())
@@ -116,6 +119,8 @@ pub struct Plan {
     pub variant: String,
     /// Switch mechanism of the writers and the checking client.
     pub mechanism: MechanismChoice,
+    /// Persistence domain of the writers and the checking client.
+    pub persist: Persist,
 }
 
 /// One round: start a writer at `start`, kill it after `delay`; returns the index after
@@ -186,7 +191,7 @@ pub fn run(
         }
         let (k, v) = op(next);
         reference.insert(k.clone(), v.clone());
-        out.keys = verify(dir, plan.mechanism, faults, &reference, (&k, &v), &mut out)
+        out.keys = verify(dir, plan, faults, &reference, (&k, &v), &mut out)
             .map_err(|e| format!("{at}: {e}"))?;
         // The next writer starts after the in-flight SET, whether it landed or not.
         start = next + 1;
@@ -199,16 +204,17 @@ pub fn run(
 /// the SET path), then runs the checker and the oracle; returns the keys held.
 fn verify(
     dir: &Path,
-    mechanism: MechanismChoice,
+    plan: &Plan,
     faults: Faults,
     reference: &BTreeMap<Vec<u8>, Vec<u8>>,
     (k, v): (&[u8], &[u8]),
     out: &mut Outcome,
 ) -> Result<usize, String> {
     let err = |what: &str, e: KvError| format!("{what}: {e}");
-    let mut s = KvStore::open_with(dir, STORE, true, mechanism)
+    let mut s = KvStore::open_with(dir, STORE, true, plan.mechanism)
         .map_err(|e| err("open", e))?
-        .with_faults(faults);
+        .with_faults(faults)
+        .with_persist(plan.persist);
     s.set(k, v)
         .map_err(|e| err("retrying the SET in flight", e))?;
     out.repaired += u32::from(s.last_recovery().is_some());

@@ -5,6 +5,11 @@
 //! (the checker), and find exactly the acknowledged SETs plus, at most, the one in
 //! flight (the oracle). Two deliberately broken variants must be caught: SETs stored
 //! in place with no log, and a recovery that skips replaying the log.
+//!
+//! Every sweep runs in both persistence domains (`pmlab_kvjmp::persist`): `power`
+//! (clwb + sfence per commit step) and `process` (the same steps ordered by the
+//! compiler only), since a SIGKILL is exactly the failure `process` claims to survive;
+//! the broken variants must be caught in both.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -12,7 +17,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 use pmlab_kvjmp::store::Faults;
-use pmlab_kvjmp::{KvStore, segmem};
+use pmlab_kvjmp::{KvStore, Persist, segmem};
 use pmlab_testkit::child;
 use pmlab_tx::{Fault, FaultPlan};
 use pmlab_vas::Mode;
@@ -49,6 +54,20 @@ fn mechanism(variant: &str) -> MechanismChoice {
     }
 }
 
+/// The persistence domain of this sweep (`KV_PERSIST`), for the writer and the
+/// recovering client alike.
+fn persist() -> Persist {
+    Persist::parse(&std::env::var("KV_PERSIST").unwrap()).unwrap()
+}
+
+/// Opens the store as a writer of `variant` in this sweep's domain.
+fn open(dir: &Path, variant: &str) -> KvStore {
+    KvStore::open_with(dir, "k", true, mechanism(variant))
+        .unwrap()
+        .with_faults(faults(variant))
+        .with_persist(persist())
+}
+
 /// Whether the sweep leaves recovery to the next client's first SET (instead of
 /// running `recover` after each kill).
 fn recovers_by_set(variant: &str) -> bool {
@@ -66,9 +85,7 @@ fn op(j: u64) -> (Vec<u8>, Vec<u8>) {
 
 /// The writer: SETs from `start` on, acknowledging each on stdout, killed at a store.
 fn writer(dir: &Path, start: u64, kill_at: u64, variant: &str) {
-    let mut s = KvStore::open_with(dir, "k", true, mechanism(variant))
-        .unwrap()
-        .with_faults(faults(variant));
+    let mut s = open(dir, variant);
     segmem::arm_kill_at_store(kill_at);
     for j in start..start + 50 {
         let (k, v) = op(j);
@@ -85,6 +102,7 @@ fn kill_round(test: &str, dir: &Path, start: u64, kill_at: u64, variant: &str) -
         .env("KV_START", start.to_string())
         .env("KV_KILL_AT", kill_at.to_string())
         .env("KV_VARIANT", variant)
+        .env("KV_PERSIST", persist().name())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -126,9 +144,7 @@ fn sweep(test: &str, variant: &str) -> Result<u32, String> {
             reference.insert(k, v);
         }
         kills += u32::from(killed);
-        let mut s = KvStore::open_with(dir.path(), "k", true, mechanism(variant))
-            .unwrap()
-            .with_faults(faults(variant));
+        let mut s = open(dir.path(), variant);
         if recovers_by_set(variant) {
             // No explicit recovery: a SET of a key of its own must recover first.
             let (pk, pv) = (format!("probe:{kill_at}").into_bytes(), b"p".to_vec());
@@ -196,18 +212,27 @@ fn role() {
                     ),
                     (Ok(_), v) => panic!("the broken variant {v} was not caught"),
                     (Err(e), "correct" | "correct-resident" | "correct-implicit") => panic!("{e}"),
-                    (Err(e), v) => eprintln!("caught {v}: {e}"),
+                    (Err(e), v) => eprintln!("caught {v} ({}): {e}", persist()),
                 }
             }
         }
     });
 }
 
-/// Runs the sweep in a child (segments sit at fixed addresses the tests share).
+/// Runs the sweep in a child (segments sit at fixed addresses the tests share), once
+/// per persistence domain; returns both children's output.
 fn run(test: &str, variant: &str) -> String {
+    Persist::ALL
+        .iter()
+        .map(|p| run_in(test, variant, *p))
+        .collect()
+}
+
+fn run_in(test: &str, variant: &str, persist: Persist) -> String {
     let out = child::command(test, "sweep")
         .env("KV_TEST", test)
         .env("KV_VARIANT", variant)
+        .env("KV_PERSIST", persist.name())
         .env("KV_DIR", "-")
         .output()
         .unwrap();
@@ -220,11 +245,18 @@ fn run(test: &str, variant: &str) -> String {
     eprintln!(
         "{}",
         text.lines()
-            .filter(|l| l.starts_with("caught"))
+            .filter(|l| l.contains("caught "))
             .collect::<Vec<_>>()
             .join("\n")
     );
     text
+}
+
+/// The broken variant `v` was caught in both domains.
+fn assert_caught(t: &str, v: &str) {
+    for p in Persist::ALL {
+        assert!(t.contains(&format!("caught {v} ({p})")), "{t}");
+    }
 }
 
 #[test]
@@ -254,7 +286,7 @@ fn the_kill_test_catches_sets_stored_in_place_without_a_log() {
         "the_kill_test_catches_sets_stored_in_place_without_a_log",
         "in-place",
     );
-    assert!(t.contains("caught in-place"), "{t}");
+    assert_caught(&t, "in-place");
 }
 
 #[test]
@@ -264,7 +296,7 @@ fn the_kill_test_catches_a_recovery_that_skips_the_replay() {
         "the_kill_test_catches_a_recovery_that_skips_the_replay",
         "recovery-skips-replay",
     );
-    assert!(t.contains("caught recovery-skips-replay"), "{t}");
+    assert_caught(&t, "recovery-skips-replay");
 }
 
 /// The sweep with no explicit recovery after a kill: the next client's first SET
@@ -285,5 +317,5 @@ fn the_kill_test_catches_sets_that_never_recover() {
         "the_kill_test_catches_sets_that_never_recover",
         "never-recover",
     );
-    assert!(t.contains("caught never-recover"), "{t}");
+    assert_caught(&t, "never-recover");
 }

@@ -39,7 +39,7 @@ fn recording(seed: u64) -> Vec<Req> {
 }
 
 fn replay() {
-    let server = RedisServer::start(None)
+    let server = RedisServer::start(None, pmlab_kvjmp::bench::redis::Durability::Default)
         .unwrap_or_else(|e| panic!("the real Redis is needed for this test: {e}"));
     let mut redis = RespClient::connect(server.socket()).unwrap();
     let dir = tempfile::Builder::new()

@@ -102,7 +102,15 @@ impl WriteSet {
             len: hi - lo,
             off,
         };
-        self.extents.splice(first..last, [merged]);
+        // `splice` would do, but costs a redo transaction's commit path more than
+        // the two cases that almost every write is: a new extent, or one absorbing
+        // its neighbours.
+        if first == last {
+            self.extents.insert(first, merged);
+        } else {
+            self.extents[first] = merged;
+            self.extents.drain(first + 1..last);
+        }
         self.debug_check_around(first);
     }
 

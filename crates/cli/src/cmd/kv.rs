@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use pmlab_kvjmp::KvStore;
 use pmlab_kvjmp::bench::client::{ClientSpec, Target, run_client};
+use pmlab_kvjmp::{KvStore, Persist};
 use pmlab_vas::Mode;
 use pmlab_vas::native::MechanismChoice;
 
@@ -25,6 +25,13 @@ pub struct Args {
     /// names one.
     #[arg(long, global = true)]
     mechanism: Option<String>,
+    /// How far a SET is durable when it returns: power (written back with clwb and
+    /// fenced: survives power loss on persistent memory; the default) or process (the
+    /// same transaction ordered by the compiler alone: survives any process being
+    /// killed, like Redis's default configuration). `bench` measures both unless this
+    /// names one.
+    #[arg(long, global = true)]
+    persist: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -124,7 +131,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         Some(m) => MechanismChoice::parse(m).map_err(|e| anyhow::anyhow!("--mechanism: {e}"))?,
         None => MechanismChoice::Auto,
     };
-    let open = |store: &str, write: bool| KvStore::open_with(&dir, store, write, choice);
+    let persist = match &a.persist {
+        Some(p) => Some(Persist::parse(p).map_err(|e| anyhow::anyhow!("--persist: {e}"))?),
+        None => None,
+    };
+    let domain = persist.unwrap_or_default();
+    let open = |store: &str, write: bool| {
+        KvStore::open_with(&dir, store, write, choice).map(|s| s.with_persist(domain))
+    };
     match a.cmd {
         Cmd::Create {
             name,
@@ -179,11 +193,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 s.dead_holders()
             );
         }
-        Cmd::Bench(b) => kv_bench::run(b, a.mechanism.is_some().then_some(choice))?,
-        Cmd::BenchClient(c) => bench_client(&dir, c, choice)?,
-        Cmd::Stress(s) => kv_stress::run(s, choice)?,
+        Cmd::Bench(b) => kv_bench::run(b, a.mechanism.is_some().then_some(choice), persist)?,
+        Cmd::BenchClient(c) => bench_client(&dir, c, (choice, domain))?,
+        Cmd::Stress(s) => kv_stress::run(s, choice, domain)?,
         Cmd::StressWorker { start, variant } => {
-            pmlab_kvjmp::stress::worker(&dir, start, &variant, choice)
+            pmlab_kvjmp::stress::worker(&dir, start, &variant, choice, domain)
                 .map_err(|e| anyhow::anyhow!(e))?
         }
     }
@@ -202,7 +216,7 @@ fn report_recovery(s: &KvStore) {
 fn bench_client(
     dir: &std::path::Path,
     c: ClientArgs,
-    mechanism: MechanismChoice,
+    (mechanism, persist): (MechanismChoice, Persist),
 ) -> anyhow::Result<()> {
     let target = match (c.store, c.redis) {
         (Some(name), None) => Target::Store {
@@ -220,6 +234,7 @@ fn bench_client(
         value_len: c.value_len,
         seed: c.seed,
         mechanism,
+        persist,
     };
     run_client(&spec).map_err(|e| anyhow::anyhow!(e))
 }

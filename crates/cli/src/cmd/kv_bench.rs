@@ -1,11 +1,14 @@
 //! `pmlab kv bench`: Figures 10a–10c natively — the store's clients beside the real
 //! `redis-server` + `redis-benchmark` over a Unix socket, and independent Redis
-//! instances, one per core, in the same run. Prints a table (with the ratios), and
-//! writes JSON, CSV and SVG plots.
+//! instances, one per core, in the same run. The store runs in both persistence
+//! domains and each is compared with the Redis configuration of the same guarantee
+//! (power: Redis fsyncing its AOF before every reply; process: Redis's default).
+//! Prints a table (with the ratios), and writes JSON, CSV and SVG plots.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
+use pmlab_kvjmp::Persist;
 use pmlab_kvjmp::bench::{self, Plan, Row, Workload};
 use pmlab_report::{LinePlot, Series, Table};
 use pmlab_vas::native::MechanismChoice;
@@ -58,7 +61,12 @@ pub struct Args {
 
 /// Runs the benchmark, with the store switching by `mechanism`, or by every mechanism
 /// this machine has when `None`.
-pub fn run(a: Args, mechanism: Option<MechanismChoice>) -> anyhow::Result<()> {
+/// The store runs in domain `persist`, or in both when `None`.
+pub fn run(
+    a: Args,
+    mechanism: Option<MechanismChoice>,
+    persist: Option<Persist>,
+) -> anyhow::Result<()> {
     if a.clients.is_empty() || a.clients.contains(&0) {
         anyhow::bail!("--clients: give one or more positive counts, e.g. 1,2");
     }
@@ -93,6 +101,7 @@ pub fn run(a: Args, mechanism: Option<MechanismChoice>) -> anyhow::Result<()> {
         cores,
         store_bytes: 256 << 20,
         mechanisms,
+        persists: persist.map_or(Persist::ALL.to_vec(), |p| vec![p]),
     };
     let load = load_average();
     let exe = std::env::current_exe().context("the pmlab executable's path")?;
@@ -104,9 +113,11 @@ pub fn run(a: Args, mechanism: Option<MechanismChoice>) -> anyhow::Result<()> {
     };
     let steps = plan.reps as u64
         * plan.clients.len() as u64
-        * ((2 + plan.sweep.len() as u64) * plan.mechanisms.len() as u64
+        * ((2 + plan.sweep.len() as u64)
+            * plan.mechanisms.len() as u64
+            * plan.persists.len() as u64
             + if a.vs_redis {
-                2 + plan.sweep.len() as u64
+                2 + plan.sweep.len() as u64 + u64::from(plan.persists.contains(&Persist::Power))
             } else {
                 0
             });
@@ -151,7 +162,7 @@ pub fn reproduce(
         out: out.to_path_buf(),
         no_progress,
     };
-    run(a, None)
+    run(a, None, None)
 }
 
 fn progress(len: u64, hidden: bool) -> indicatif::ProgressBar {
@@ -186,18 +197,21 @@ fn total(rows: &[Row], system: &str, clients: u32, pct: u32, mech: Option<&str>)
     (!xs.is_empty()).then(|| xs.iter().sum())
 }
 
-/// Builds the table: one line per (clients, SET %, mechanism), totals per point.
+/// Builds the table: one line per (clients, SET %, mechanism, persistence domain),
+/// totals per point, each domain beside the Redis configuration of its guarantee.
 fn table(rows: &[Row], plan: &Plan, load: String) -> Table {
     let mut t = Table::new(
-        "Redis_JMP (pmlab kv) vs Redis: requests per second (medians; mixed points: GET + SET)",
+        "Redis_JMP (pmlab kv) vs Redis of the same durability: requests per second (medians; mixed points: GET + SET)",
         &[
             "clients",
             "SET %",
             "mechanism",
+            "persist",
             "pmlab",
-            "redis",
+            "peer",
+            "peer req/s",
+            "pmlab / peer",
             "redis-per-core",
-            "pmlab / redis",
             "pmlab / per-core",
         ],
     );
@@ -209,23 +223,28 @@ fn table(rows: &[Row], plan: &Plan, load: String) -> Table {
     let mut pcts: Vec<u32> = vec![0, 100];
     pcts.extend(plan.sweep.iter().copied());
     for &c in &plan.clients {
-        for &p in &pcts {
+        for &pct in &pcts {
             for m in &plan.mechanisms {
-                let k = total(rows, "pmlab", c, p, Some(m.name()));
-                let (r, pc) = (
-                    total(rows, "redis", c, p, None),
-                    total(rows, "redis-per-core", c, p, None),
-                );
-                t.row(vec![
-                    c.to_string(),
-                    p.to_string(),
-                    m.name().into(),
-                    cell(k),
-                    cell(r),
-                    cell(pc),
-                    ratio(k, r),
-                    ratio(k, pc),
-                ]);
+                for &p in &plan.persists {
+                    let k = total(rows, bench::system_of(p), c, pct, Some(m.name()));
+                    let peer = total(rows, bench::peer_of(p), c, pct, None);
+                    // Independent instances run Redis's default: the process domain's peer.
+                    let pc = (p == Persist::Process)
+                        .then(|| total(rows, "redis-per-core", c, pct, None))
+                        .flatten();
+                    t.row(vec![
+                        c.to_string(),
+                        pct.to_string(),
+                        m.name().into(),
+                        p.name().into(),
+                        cell(k),
+                        bench::peer_of(p).into(),
+                        cell(peer),
+                        ratio(k, peer),
+                        cell(pc),
+                        ratio(k, pc),
+                    ]);
+                }
             }
         }
     }
@@ -235,7 +254,7 @@ fn table(rows: &[Row], plan: &Plan, load: String) -> Table {
         "; resident: no system call per switch, but the store stays mapped (read-only unless the client may write it) and reachable from a client between its requests".into()
     };
     t.note(format!(
-        "{} requests per test, key space {}, {}-byte values, {} repetition(s); {} cores; load average before the run {load}; switch mechanisms {}{isolation}; CPUID PKU {}; redis sweep points (SET % other than 0 and 100) by pmlab's RESP client processes, since redis-benchmark cannot mix; each Redis server {}; {}",
+        "{} requests per test, key space {}, {}-byte values, {} repetition(s); {} cores; load average before the run {load}; switch mechanisms {}{isolation}; CPUID PKU {}; persist power: every SET written back (clwb/sfence) before it returns, against redis-aof-always (appendfsync always, AOF on tmpfs; GET/SET tests only); persist process: compiler ordering only, survives any process kill, against default redis and redis-per-core (no AOF, no snapshot); redis sweep points (SET % other than 0 and 100) by pmlab's RESP client processes, since redis-benchmark cannot mix; each Redis server {}; {}",
         plan.workload.requests,
         plan.workload.keyspace,
         plan.workload.value_len,

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use pmlab_kvjmp::KvStore;
 use pmlab_kvjmp::stress::{self, Plan};
+use pmlab_kvjmp::{KvStore, Persist};
 use pmlab_vas::Mode;
 use pmlab_vas::native::MechanismChoice;
 
@@ -32,7 +32,7 @@ pub struct Args {
 }
 
 /// Runs the stress in a fresh temporary registry.
-pub fn run(a: Args, mechanism: MechanismChoice) -> anyhow::Result<()> {
+pub fn run(a: Args, mechanism: MechanismChoice, persist: Persist) -> anyhow::Result<()> {
     stress::faults_of(&a.variant).map_err(|e| anyhow::anyhow!("--variant: {e}"))?;
     let dir = tempfile::Builder::new()
         .prefix("pmlab-kv-stress")
@@ -52,6 +52,8 @@ pub fn run(a: Args, mechanism: MechanismChoice) -> anyhow::Result<()> {
         c.args(["kv", "--dir"]).arg(dir.path()).args([
             "--mechanism",
             mech_name,
+            "--persist",
+            persist.name(),
             "stress-worker",
             "--variant",
             &a.variant,
@@ -64,6 +66,7 @@ pub fn run(a: Args, mechanism: MechanismChoice) -> anyhow::Result<()> {
         max_delay: Duration::from_micros(a.max_delay_us),
         variant: a.variant.clone(),
         mechanism,
+        persist,
     };
     let bar = if a.no_progress {
         indicatif::ProgressBar::hidden()
@@ -79,7 +82,7 @@ pub fn run(a: Args, mechanism: MechanismChoice) -> anyhow::Result<()> {
     let o = r.map_err(|e| anyhow::anyhow!("kv stress ({} variant): {e}", a.variant))?;
     let m = pmlab_vas::native::protect::decide(mechanism).map_or("?".into(), |m| m.to_string());
     println!(
-        "kv stress: {} writers SIGKILLed at random times in {:.1} s (seed {}, mechanism {m}, variant {}); after every kill the next writer's retried SET took over the lock ({} dead holders cleared), recovered where a writer died holding it ({} times), and the checker passed with all {} acknowledged SETs present ({} keys)",
+        "kv stress: {} writers SIGKILLed at random times in {:.1} s (seed {}, mechanism {m}, persist {persist}, variant {}); after every kill the next writer's retried SET took over the lock ({} dead holders cleared), recovered where a writer died holding it ({} times), and the checker passed with all {} acknowledged SETs present ({} keys)",
         o.kills,
         t0.elapsed().as_secs_f64(),
         a.seed,

@@ -13,8 +13,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use pmlab_vas::native::MechanismChoice;
 
 use super::key;
-use crate::KvStore;
 use crate::resp::{Reply, RespClient};
+use crate::{KvStore, Persist};
 
 /// What one client process runs.
 #[derive(Clone, Debug)]
@@ -33,6 +33,8 @@ pub struct ClientSpec {
     pub seed: u64,
     /// How a store client switches (ignored for Redis).
     pub mechanism: MechanismChoice,
+    /// The persistence domain of a store client's SETs (ignored for Redis).
+    pub persist: Persist,
 }
 
 /// Where a client sends its requests.
@@ -66,10 +68,11 @@ enum Backend {
 }
 
 impl Backend {
-    fn open(t: &Target, write: bool, mechanism: MechanismChoice) -> Result<Backend, String> {
-        match t {
-            Target::Store { dir, name } => KvStore::open_with(dir, name, write, mechanism)
-                .map(|s| Backend::Store(Box::new(s)))
+    fn open(spec: &ClientSpec) -> Result<Backend, String> {
+        let write = spec.set_pct > 0;
+        match &spec.target {
+            Target::Store { dir, name } => KvStore::open_with(dir, name, write, spec.mechanism)
+                .map(|s| Backend::Store(Box::new(s.with_persist(spec.persist))))
                 .map_err(|e| e.to_string()),
             Target::Redis(sock) => RespClient::connect(sock)
                 .map(Backend::Redis)
@@ -98,7 +101,7 @@ impl Backend {
 
 /// The client process's body: open, say ready, wait, run, report.
 pub fn run_client(spec: &ClientSpec) -> Result<(), String> {
-    let mut b = Backend::open(&spec.target, spec.set_pct > 0, spec.mechanism)?;
+    let mut b = Backend::open(spec)?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "ready")
         .and_then(|()| stdout.flush())
@@ -186,7 +189,8 @@ pub fn run_clients(
     })
 }
 
-/// Specs for `clients` processes sharing `requests` over `target`.
+/// Specs for `clients` processes sharing `requests` over `target` (store clients in
+/// the power domain; the benchmark sets each spec's `persist`).
 pub fn specs(
     target: &Target,
     clients: u32,
@@ -205,6 +209,7 @@ pub fn specs(
             value_len: w.value_len,
             seed: w.seed ^ (salt << 32) ^ u64::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             mechanism,
+            persist: Persist::Power,
         })
         .collect()
 }

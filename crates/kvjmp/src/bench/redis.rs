@@ -1,12 +1,41 @@
-//! The real peer: `redis-server` instances on Unix sockets in a temporary directory
-//! (no persistence, so they do what the store's benchmark does: serve from memory),
-//! and the real `redis-benchmark` against them.
+//! The real peer: `redis-server` instances on Unix sockets in a temporary directory,
+//! and the real `redis-benchmark` against them. A server runs either as Redis does by
+//! default for a SET (served from memory: no snapshot during the run, no AOF) or with
+//! `appendonly yes` and `appendfsync always` (every SET written to the append-only
+//! file and fsynced before the reply), its directory on tmpfs (`/dev/shm`) like the
+//! store's segment.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::resp::{Reply, RespClient};
+
+/// How a Redis server makes a SET durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// In memory only (`--save "" --appendonly no`): an acknowledged SET survives any
+    /// client's death, not the server's.
+    Default,
+    /// `--appendonly yes --appendfsync always`: fsynced before the reply.
+    AofAlways,
+}
+
+impl Durability {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Durability::Default => &["--save", "", "--appendonly", "no"],
+            Durability::AofAlways => &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+        }
+    }
+}
 
 /// A running `redis-server`, stopped when dropped.
 pub struct RedisServer {
@@ -57,9 +86,9 @@ pub fn pin(cmd: &mut Command, cpu: Option<usize>) -> &mut Command {
 
 impl RedisServer {
     /// Starts `redis-server` listening only on a Unix socket in a new temporary
-    /// directory, persistence off, on CPU `cpu` alone when given, and waits until it
-    /// answers.
-    pub fn start(cpu: Option<usize>) -> Result<RedisServer, String> {
+    /// directory on tmpfs, making SETs durable as `durability` says, on CPU `cpu` alone
+    /// when given, and waits until it answers.
+    pub fn start(cpu: Option<usize>, durability: Durability) -> Result<RedisServer, String> {
         if !installed("redis-server") {
             return Err(
                 "redis-server is not installed (Debian: apt-get install redis-server redis-tools)"
@@ -68,13 +97,14 @@ impl RedisServer {
         }
         let dir = tempfile::Builder::new()
             .prefix("pmlab-redis")
-            .tempdir()
+            .tempdir_in(super::shm_or_tmp())
             .map_err(|e| format!("temporary directory: {e}"))?;
         let socket = dir.path().join("redis.sock");
         let child = pin(&mut Command::new("redis-server"), cpu)
             .args(["--port", "0", "--unixsocket"])
             .arg(&socket)
-            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .args(durability.args())
+            .arg("--dir")
             .arg(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
