@@ -92,6 +92,7 @@ impl Client {
             uid,
             gid,
             overlay: Changes::new(),
+            clean: Default::default(),
             batch_pages: Default::default(),
             inflight: Vec::new(),
             journal: Vec::new(),
