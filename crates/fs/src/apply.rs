@@ -36,7 +36,7 @@ use crate::layout::{ROOT_INO, Superblock};
 use crate::lease::bucket_key;
 use crate::media::{MediaRead, PAGE};
 use crate::radix;
-use crate::txn::{Changes, Txn};
+use crate::txn::{Changes, Clean, Txn};
 use crate::view::PageSource;
 
 /// What the service knows about the client whose batch is applied.
@@ -117,8 +117,14 @@ impl std::fmt::Display for Rejection {
 /// The effect of an accepted batch.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// Sealed page images to commit.
+    /// Sealed page images to commit (unsealed, and with the images the check began
+    /// with, for a local check over libFS's overlay: [`apply_batch_over`]).
     pub changes: Changes,
+    /// The pages the batch changed, in no particular order.
+    pub changed: Vec<u64>,
+    /// For a local check ([`apply_batch_over`]): the unchanged pages it read and
+    /// found sound, those it was handed included.
+    pub clean: Clean,
     /// Reserved inodes the batch consumed.
     pub used_inodes: Vec<u64>,
     /// Reserved data pages the batch consumed: (domain, first page, pages) per extent.
@@ -161,8 +167,12 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
         auth: &'a dyn Authority,
         cursor: u64,
     ) -> Self {
+        Self::over(Txn::with_meta_cursor(mem, sb, cursor), auth)
+    }
+
+    fn over(txn: Txn<'m, R>, auth: &'a dyn Authority) -> Self {
         Applier {
-            txn: Txn::with_meta_cursor(mem, sb, cursor),
+            txn,
             auth,
             out: Outcome::default(),
             now: auth.now(),
@@ -702,11 +712,12 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
         let mut out = self.out;
         out.meta_cursor = self.txn.meta_cursor();
         out.freed_meta_pages = self.txn.freed_meta_pages().to_vec();
-        out.changes = if self.auth.seals_changes() {
-            self.txn.into_changes()
+        out.changed = self.txn.changed_page_numbers();
+        if self.auth.seals_changes() {
+            out.changes = self.txn.into_changes();
         } else {
-            self.txn.into_unsealed_changes()
-        };
+            (out.changes, out.clean) = self.txn.into_unsealed_parts();
+        }
         Ok(out)
     }
 }
@@ -732,7 +743,30 @@ pub fn apply_batch_from<R: MediaRead + ?Sized>(
     ops: &[Op],
     cursor: u64,
 ) -> std::result::Result<Outcome, Rejection> {
-    let mut a = Applier::new(mem, sb, auth, cursor);
+    apply_all(Applier::new(mem, sb, auth, cursor), ops)
+}
+
+/// [`apply_batch_from`] over `own`, page images the caller vouches for and hands over
+/// (libFS's overlay: its recorded operations not yet applied by the service), and
+/// `clean`, unchanged pages it read from `mem` before and found sound. The outcome's
+/// `changes` are `own` with the batch's changes made in place, unsealed, and its
+/// `clean` the unchanged pages read (see [`Txn::over_own_pages`]); a rejection
+/// consumes `own`, changed half-way.
+pub fn apply_batch_over<R: MediaRead + ?Sized>(
+    mem: &mut R,
+    sb: Superblock,
+    auth: &dyn Authority,
+    ops: &[Op],
+    (cursor, own, clean): (u64, Changes, Clean),
+) -> std::result::Result<Outcome, Rejection> {
+    let txn = Txn::over_own_pages(mem, sb, cursor, own, clean);
+    apply_all(Applier::over(txn, auth), ops)
+}
+
+fn apply_all<R: MediaRead + ?Sized>(
+    mut a: Applier<'_, '_, R>,
+    ops: &[Op],
+) -> std::result::Result<Outcome, Rejection> {
     for (index, op) in ops.iter().enumerate() {
         a.op(op).map_err(|why| Rejection {
             index,

@@ -64,6 +64,11 @@ impl MetaCache {
         self.ancestry.insert(key, up);
     }
 
+    /// Forgets the ancestry of `key` (a file's name went away).
+    pub fn forget_ancestry(&mut self, key: u64) {
+        self.ancestry.remove(&key);
+    }
+
     /// Forgets every ancestry (a name moved or went away).
     pub fn forget_ancestries(&mut self) {
         self.ancestry.clear();

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use crate::error::{FsError, Location, Result};
 use crate::inode::Inode;
 use crate::layout::{BITS_PER_PAGE, Superblock};
@@ -15,6 +17,9 @@ use crate::view::PageSource;
 /// Pages changed by a transaction, each with the tag it is sealed with.
 pub type Changes = BTreeMap<u64, PageBuf>;
 
+/// Unchanged pages read from the media and found sound, by page number.
+pub type Clean = FxHashMap<u64, PageBuf>;
+
 /// A transaction over a metadata space.
 pub struct Txn<'a, R: MediaRead + ?Sized> {
     mem: &'a mut R,
@@ -23,9 +28,12 @@ pub struct Txn<'a, R: MediaRead + ?Sized> {
     /// when the transaction hands them out ([`Txn::into_changes`]), however often the
     /// transaction changed them.
     dirty: Changes,
+    /// Pages this transaction changed. The same as `dirty`'s keys unless the
+    /// transaction began with images of its own ([`Txn::over_own_pages`]).
+    changed: FxHashSet<u64>,
     /// Unchanged pages read so far, checked once: a batch reads the same bitmap, inode
     /// and directory pages over and over, and each check is a checksum of a whole page.
-    clean: BTreeMap<u64, PageBuf>,
+    clean: Clean,
     /// Hint for the next metadata page allocation search.
     alloc_hint: u64,
     /// Pool pages freed, in order: freeing clears a bitmap bit and leaves the page as
@@ -43,11 +51,37 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
     /// A transaction whose metadata page search starts at `cursor` (next-fit across
     /// transactions; a cursor outside the pool starts at its first page).
     pub fn with_meta_cursor(mem: &'a mut R, sb: Superblock, cursor: u64) -> Self {
+        Self::over_own_pages(mem, sb, cursor, Changes::new(), Clean::default())
+    }
+
+    /// A transaction that starts from `own`, images it trusts as its own (libFS's
+    /// overlay of operations recorded and not yet applied by the service), laid over
+    /// `mem`; its metadata page search starts at `cursor`.
+    ///
+    /// The images are taken, not shared: a page the transaction changes is changed in
+    /// place, with no 4 KiB copy per page per operation (sharing them with the caller
+    /// made every change of a page the overlay held copy it first). The price is that a
+    /// transaction dropped half-way leaves no intact overlay behind: the caller rebuilds
+    /// it (libFS waits for the service to apply what the overlay showed and reads the
+    /// mapping again).
+    ///
+    /// `clean` holds pages already read from `mem` and found sound, trusted like
+    /// `own` (libFS keeps them from one local check to the next while its overlay
+    /// stands: see `crate::client`'s state); they come back with the transaction's
+    /// own reads added ([`Txn::into_unsealed_parts`]).
+    pub fn over_own_pages(
+        mem: &'a mut R,
+        sb: Superblock,
+        cursor: u64,
+        own: Changes,
+        clean: Clean,
+    ) -> Self {
         Txn {
             mem,
             sb,
-            dirty: Changes::new(),
-            clean: BTreeMap::new(),
+            dirty: own,
+            changed: FxHashSet::default(),
+            clean,
             alloc_hint: cursor,
             freed_meta: Vec::new(),
         }
@@ -66,21 +100,34 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
         dirty
     }
 
-    /// The images of every page changed, with their tag but a stale checksum: for a
-    /// reader that trusts them as its own (libFS's overlay), never for the media.
+    /// The images of every page changed, and of the pages it began with
+    /// ([`Txn::over_own_pages`]), with their tag but a stale checksum: for a reader
+    /// that trusts them as its own (libFS's overlay), never for the media.
     pub fn into_unsealed_changes(self) -> Changes {
         self.dirty
     }
 
+    /// [`Txn::into_unsealed_changes`], and the unchanged pages read and found sound.
+    pub fn into_unsealed_parts(self) -> (Changes, Clean) {
+        (self.dirty, self.clean)
+    }
+
     /// Number of pages changed so far.
     pub fn changed_pages(&self) -> usize {
-        self.dirty.len()
+        self.changed.len()
+    }
+
+    /// The pages changed so far, in no particular order (images the transaction began
+    /// with and did not change are not among them).
+    pub fn changed_page_numbers(&self) -> Vec<u64> {
+        self.changed.iter().copied().collect()
     }
 
     /// Replaces page `pno` with `page`, to be sealed as `tag`.
     pub fn put_page(&mut self, pno: u64, mut page: PageBuf, tag: Tag) {
         page[crate::media::BODY + 4..].copy_from_slice(&(tag as u32).to_le_bytes());
         self.clean.remove(&pno);
+        self.changed.insert(pno);
         self.dirty.insert(pno, page);
     }
 
@@ -94,6 +141,7 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
         if let Some(p) = self.clean.remove(&pno) {
             self.dirty.insert(pno, p);
         }
+        self.changed.insert(pno);
         Ok(self.dirty.get_mut(&pno).unwrap())
     }
 
@@ -243,6 +291,7 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
         self.set_bit(self.sb.mbitmap_first, pno, false)?;
         // A freed page no longer needs its image committed.
         self.dirty.remove(&pno);
+        self.changed.remove(&pno);
         self.freed_meta.push(pno);
         Ok(())
     }

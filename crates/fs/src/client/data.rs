@@ -29,6 +29,8 @@ impl State {
             r => r?,
         };
         let d = self.install_domain(r)?;
+        // The service may have added the domain to the table: read it afresh.
+        self.clean.remove(&self.sb.domtab);
         self.my_domains.insert(mode, d);
         Ok(d)
     }
@@ -149,7 +151,9 @@ impl State {
     pub fn set_attr(&mut self, ino: u64, change: AttrChange) -> Result<()> {
         self.ship()?;
         self.conn.call(&Request::SetAttr { ino, change }, &[])?;
-        // The inode changed behind the cache: its page and tree go.
+        // The inode, the domain table and bitmaps changed behind the caches: the
+        // inode's page and tree go, and every page read from the mapping.
+        self.clean.clear();
         let sb = self.sb;
         let (pno, _) = sb.inode_pos(ino);
         self.cache.forget_pages(&sb, std::iter::once(pno));

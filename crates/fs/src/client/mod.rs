@@ -17,7 +17,10 @@
 //! a file therefore cost no call into the service in the common case.
 //!
 //! A batch is checked locally with the service's own validator before anything is
-//! recorded, so a batch of a client that keeps to its leases is never refused. If the
+//! recorded, so a batch of a client that keeps to its leases is never refused. The
+//! check runs over the overlay itself, changing its page images in place (no page is
+//! copied per operation), and over the pages it read from the mapping before, kept
+//! while the overlay stands (see `State::record_all`). If the
 //! service still refuses one (it took the client's leases after a lease timeout, a
 //! limit was reached, the connection went), the operations in it, which the
 //! application was told had succeeded, are lost: the loss is kept and reported as EIO
@@ -92,6 +95,7 @@ impl Client {
             uid,
             gid,
             overlay: Changes::new(),
+            clean: Default::default(),
             batch_pages: Default::default(),
             inflight: Vec::new(),
             journal: Vec::new(),
@@ -372,6 +376,9 @@ impl State {
     /// read without a lease covering them (a name's object, looked up under the
     /// bucket's names lease): every cached inode goes then (`whole`, or a bucket key).
     fn forget_before_grants(&mut self, keys: &[(u64, bool)], whole: bool) {
+        // Pages the local check kept from the mapping (already gone with the ship
+        // before asking; gone again, should a grant ever come without one).
+        self.clean.clear();
         if whole || keys.iter().any(|&(k, _)| bucket_of_key(k).is_some()) {
             self.cache.clear();
             return;

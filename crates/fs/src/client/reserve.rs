@@ -86,13 +86,16 @@ impl State {
     /// another client may have freed these pages or inodes since. Their entries in those
     /// copies are brought up to date (a reserved page's bit clear, a reserved inode as
     /// the mapping has it), so that libFS's own check before shipping sees what the
-    /// service will check, and does not refuse a put the service would accept.
+    /// service will check, and does not refuse a put the service would accept. Unchanged
+    /// copies of those pages the local check read from the mapping before are
+    /// dropped, to be read again.
     fn refresh_reserved(&mut self, d: u16, inodes: &[u64], pages: &[u64]) -> Result<()> {
         let sb = self.sb;
         let mut touched = std::collections::BTreeMap::new();
         let first = sb.dbitmap_of(u64::from(d));
         for &p in pages {
             let pno = first + p / BITS_PER_PAGE;
+            self.clean.remove(&pno);
             if let Some(img) = self.overlay.get_mut(&pno) {
                 let bit = p % BITS_PER_PAGE;
                 img[(bit / 8) as usize] &= !(1u8 << (bit % 8));
@@ -101,6 +104,7 @@ impl State {
         }
         for &ino in inodes {
             let (pno, off) = sb.inode_pos(ino);
+            self.clean.remove(&pno);
             if let Some(img) = self.overlay.get_mut(&pno) {
                 let mut rec = [0u8; INODE_SIZE];
                 self.meta.media_read(pno * PAGE + off as u64, &mut rec)?;

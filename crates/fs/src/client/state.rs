@@ -6,21 +6,21 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::conn::{Conn, LeaseTable};
-use crate::apply::{Authority, apply_batch_from};
+use crate::apply::{Authority, apply_batch_over};
 use crate::cache::{CachedRadix, MetaCache};
 use crate::dir;
 use crate::error::{FsError, Result};
 use crate::inode::{Inode, Kind};
 use crate::journal::{Op, encode_batch};
 use crate::layout::Superblock;
-use crate::lease::ancestry;
+use crate::lease::{ancestry, bucket_key, bucket_of_key, names_of_key};
 use crate::map::{Map, ReadOnly};
 use crate::mkfs::now_ns;
 use crate::overlay::Overlay;
 use crate::pool::PagePool;
 use crate::proto::Request;
 use crate::radix;
-use crate::txn::Changes;
+use crate::txn::{Changes, Clean};
 use crate::view::{MediaView, PageSource};
 
 /// Ship the journal once it holds this many operations.
@@ -46,6 +46,17 @@ pub struct State {
     pub(super) uid: u32,
     pub(super) gid: u32,
     pub(super) overlay: Changes,
+    /// Pages the local check ([`State::record_all`]) read from the mapping and found
+    /// sound while the overlay stands: it reads the same domain table, bitmap and
+    /// directory pages operation after operation, and each read from the mapping is a
+    /// 4 KiB copy and checksum. Like the overlay, they are the check's own prediction
+    /// of what the service will see (stale only where the service applied what this
+    /// client shipped, or where others changed what no lease of this client covers,
+    /// which the service checks again anyway); they go with the overlay, with every
+    /// lease acquired or given back ([`State::forget_cached`]), and where the service
+    /// changed them for this client (a new domain, reserved pages and inodes, a change
+    /// of attributes). Reads outside the check ([`State::with_view`]) do not use them.
+    pub(super) clean: Clean,
     /// Pages the journal not yet shipped changes (what one service transaction holds).
     pub(super) batch_pages: FxHashSet<u64>,
     /// Requests (ships, registrations, releases) whose replies were not waited for yet.
@@ -154,6 +165,7 @@ impl State {
     pub fn forget_cached(&mut self) {
         self.cache.clear();
         self.names.clear();
+        self.clean.clear();
     }
 
     /// Looks `name` up in directory `dino` (through the name cache).
@@ -179,14 +191,54 @@ impl State {
 
     /// Whether the client holds a lease covering `key` (on it or above it).
     pub fn covered(&mut self, key: u64, exclusive: bool) -> bool {
-        if self.cache.ancestry(key).is_none() {
-            let up = self.with_view(|v| Ok(ancestry(v, key))).unwrap_or_default();
-            self.cache.put_ancestry(key, up);
-        }
+        self.cache_ancestry(key);
         let up = self.cache.ancestry(key).unwrap_or_default();
         let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
         up.iter()
             .any(|x| l.get(x).is_some_and(|&(e, _)| e || !exclusive))
+    }
+
+    /// Makes sure the lease ancestry of `key` ([`ancestry`]) is cached.
+    ///
+    /// A bucket's key, a bucket's names key and a file's key are their directory's
+    /// ancestry with one or two keys in front, so only directories' ancestries are
+    /// walked up the tree; a create or an unlink in a directory whose ancestry is
+    /// known reads at most the file's own inode (through the inode cache).
+    fn cache_ancestry(&mut self, key: u64) {
+        if self.cache.ancestry(key).is_some() {
+            return;
+        }
+        let (front, dir) = match (bucket_of_key(key), names_of_key(key)) {
+            (Some((d, _)), _) => (vec![key], Some(d)),
+            (None, Some((d, b))) => (vec![key, bucket_key(d, b)], Some(d)),
+            (None, None) => match self.inode(key) {
+                Ok(i) if i.kind != Kind::Dir && i.parent != 0 && i.parent != key => (
+                    vec![key, bucket_key(i.parent, i.bucket as u64)],
+                    Some(i.parent),
+                ),
+                _ => (Vec::new(), None),
+            },
+        };
+        let up = match dir {
+            Some(d) => {
+                self.walk_ancestry(d);
+                let mut up = front;
+                up.extend_from_slice(self.cache.ancestry(d).unwrap_or(&[d]));
+                up
+            }
+            // A directory (or an object whose inode cannot be read): walked.
+            None => self.with_view(|v| Ok(ancestry(v, key))).unwrap_or_default(),
+        };
+        self.cache.put_ancestry(key, up);
+    }
+
+    /// Caches the ancestry of `key` walked up the tree (bounded however the parent
+    /// fields loop), unless it is cached already.
+    fn walk_ancestry(&mut self, key: u64) {
+        if self.cache.ancestry(key).is_none() {
+            let up = self.with_view(|v| Ok(ancestry(v, key))).unwrap_or_default();
+            self.cache.put_ancestry(key, up);
+        }
     }
 
     /// Records `op` after checking it locally exactly as the service will.
@@ -196,13 +248,21 @@ impl State {
 
     /// Records `ops` (all or none) after checking them locally exactly as the service
     /// will; one check of several operations reads the pages they share once.
+    ///
+    /// The check runs over the overlay itself, handed to it and handed back changed in
+    /// place (see [`crate::txn::Txn::over_own_pages`]): no page is copied per
+    /// operation. A refused check leaves no overlay behind, so the client then waits
+    /// for the service to apply what it showed ([`State::rebuild_overlay`]): a
+    /// round trip on an error path only.
     pub fn record_all(&mut self, ops: Vec<Op>) -> Result<()> {
         let conn = self.conn.clone();
         // Held across the check so a revocation cannot slip between check and record
         // (the revoker needs the state lock, which the caller holds, to act anyway).
         let leases = conn.leases.lock().unwrap_or_else(|e| e.into_inner());
         let sb = self.sb;
-        let out = {
+        let own = std::mem::take(&mut self.overlay);
+        let clean = std::mem::take(&mut self.clean);
+        let checked = {
             let auth = LocalAuth {
                 cred: (self.uid, self.gid),
                 leases: &leases,
@@ -211,11 +271,18 @@ impl State {
                 opens: &self.opens,
                 now: now_ns(),
             };
-            let mut o = Overlay::for_txn(&mut self.meta, &self.overlay);
-            apply_batch_from(&mut o, sb, &auth, &ops, self.meta_cursor)
-                .map_err(|r| FsError::Invalid(r.why))?
+            let none = Changes::new();
+            let mut o = Overlay::for_txn(&mut self.meta, &none);
+            apply_batch_over(&mut o, sb, &auth, &ops, (self.meta_cursor, own, clean))
         };
         drop(leases);
+        let out = match checked {
+            Ok(out) => out,
+            Err(r) => {
+                self.rebuild_overlay();
+                return Err(FsError::Invalid(r.why));
+            }
+        };
         self.meta_cursor = out.meta_cursor;
         // Pages the batch freed go too: freeing leaves a page's contents as they were,
         // and the service may put another file's index page there, at a page this
@@ -224,10 +291,12 @@ impl State {
         // page map under the new file (tests/freed_radix_pages.rs).
         let freed = out.freed_meta_pages.iter().copied();
         self.cache
-            .forget_pages(&sb, out.changes.keys().copied().chain(freed));
-        for (p, img) in out.changes {
-            self.batch_pages.insert(p);
-            self.overlay.insert(p, img);
+            .forget_pages(&sb, out.changed.iter().copied().chain(freed));
+        self.batch_pages.extend(out.changed.iter().copied());
+        self.overlay = out.changes;
+        self.clean = out.clean;
+        if self.clean.len() > OVERLAY_MAX_PAGES {
+            self.clean.clear();
         }
         for i in &out.used_inodes {
             self.inodes.remove(i);
@@ -260,7 +329,14 @@ impl State {
     fn note_names(&mut self, ops: &[Op]) {
         for op in ops {
             match op {
-                Op::Unlink { parent, name, .. } | Op::Rmdir { parent, name, .. } => {
+                // A file's ancestry is its own: the inode may name another file soon.
+                Op::Unlink { parent, name, ino } => {
+                    if let Some(d) = self.names.get_mut(parent) {
+                        d.remove(name);
+                    }
+                    self.cache.forget_ancestry(*ino);
+                }
+                Op::Rmdir { parent, name, .. } => {
                     if let Some(d) = self.names.get_mut(parent) {
                         d.remove(name);
                     }
@@ -298,6 +374,15 @@ impl State {
         }
     }
 
+    /// After a refused local check, which consumed the overlay: waits for the service
+    /// to apply everything recorded before (what the overlay showed), so that the
+    /// mapping shows it, and forgets what was read through the lost overlay. A batch
+    /// the service refuses on the way is a loss like any other ([`State::ship`]).
+    fn rebuild_overlay(&mut self) {
+        let _ = self.ship();
+        self.forget_cached();
+    }
+
     /// Notes that operations the application was told had succeeded were lost; the
     /// next fsync or close of every file open now, and the next sync, report it.
     pub(crate) fn record_loss(&mut self, why: &str) {
@@ -325,6 +410,8 @@ impl State {
         if let Err(e) = &r {
             self.record_loss(&e.to_string());
         }
+        // The mapping now shows what the service made of the batches.
+        self.clean.clear();
         if !self.overlay.is_empty() {
             let pages: Vec<u64> = self.overlay.keys().copied().collect();
             self.overlay.clear();
