@@ -2,7 +2,8 @@
 //! from FileBench's own `workloads/*.f`: the same filesets (nfiles, meandirwidth,
 //! meanfilesize, prealloc) and the same flowop sequence per iteration, run by one thread
 //! (the paper reports the latency of one iteration) or by as many as FileBench runs
-//! ([`Personality::filebench_threads`]), each with a file system client of its own.
+//! ([`Personality::filebench_threads`]), threads of one process that share its file
+//! system client (one libFS per process, as in the paper) or, on tmpfs, the kernel.
 //!
 //! Choices FileBench makes that are kept: file sizes are drawn from a gamma distribution
 //! with shape 1.5 (FileBench's default `filesizegamma` of 1500) and the fileset's mean;

@@ -5,14 +5,19 @@
 //! erase. The fileset, its sizes and the picks are the same as on the other targets,
 //! drawn from the same seed.
 
+use std::sync::Arc;
+
 use pmlab_fs::kvfs::Kvfs;
 use pmlab_fs::{FsError, Result};
 
 use super::filebench::{Fileset, Target};
 
-/// A KVFS store driven by FileBench's flowops.
+/// A KVFS store driven by FileBench's flowops: one thread's handle on a store the
+/// threads of the process share (one libFS client, as for PXFS).
 pub struct KvTarget {
-    kv: Kvfs,
+    kv: Arc<Kvfs>,
+    /// Whether this handle reports the store's revocations (one handle per store).
+    counts_revocations: bool,
     /// The object being built by createfile/appendfilerand, and its length so far.
     pending: Option<(usize, usize)>,
     value: Vec<u8>,
@@ -32,10 +37,12 @@ fn unsupported(what: &str) -> FsError {
 }
 
 impl KvTarget {
-    /// Drives `kv`; values are at most `max_value` bytes.
-    pub fn new(kv: Kvfs, max_value: usize) -> KvTarget {
+    /// Drives `kv`; values are at most `max_value` bytes. Several targets may share
+    /// one store; the one made with `counts_revocations` reports its revocations.
+    pub fn new(kv: Arc<Kvfs>, max_value: usize, counts_revocations: bool) -> KvTarget {
         KvTarget {
             kv,
+            counts_revocations,
             pending: None,
             value: vec![0x3c; max_value],
             read_buf: Vec::new(),
@@ -127,6 +134,10 @@ impl Target for KvTarget {
         self.kv.sync()
     }
     fn revocations(&self) -> Option<u64> {
-        Some(self.kv.client().revocations_answered())
+        Some(if self.counts_revocations {
+            self.kv.client().revocations_answered()
+        } else {
+            0
+        })
     }
 }

@@ -17,7 +17,8 @@ mod run;
 pub use ext4::Ext4Loop;
 pub use filebench::{Counts, Flowop, Params, Personality};
 
-/// How many threads run a personality's iterations (each with a client of its own).
+/// How many threads run a personality's iterations (threads of one process: on PXFS and
+/// KVFS they share its one libFS client).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Threads {
     /// This many, for every personality.

@@ -257,9 +257,11 @@ impl Report {
                 v.len()
             ));
         }
-        t.note("\"xN\": N threads, each with a client of its own (PXFS and KVFS: a libFS mount; tmpfs:");
-        t.note("its own descriptors), sharing one fileset; latency is that of one iteration");
-        t.note("as its thread saw it, so with N threads on 2 cores it is about N/2 times longer");
+        t.note("\"xN\": N threads of one process sharing one fileset (PXFS and KVFS: one libFS");
+        t.note("mount, as in the paper's libFS per process; tmpfs: descriptors of their own),");
+        t.note("started together and taking iterations from one pool until it is empty;");
+        t.note("latency is that of one iteration as its thread saw it, waits for the others");
+        t.note("included, so with N threads on 2 cores it is about N/2 times longer");
         t.note("paper: §6.2-6.3 give Figure 2 as ratios only (PXFS 35% slower than RamFS on");
         t.note("fileserver and webservice, equal on webproxy; KVFS 86% faster than RamFS)");
         t

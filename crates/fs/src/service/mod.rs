@@ -287,7 +287,12 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
     st.free_unused_domains();
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
-    let thread = std::thread::spawn(move || main_loop(st, listener, wake_rx, stop2));
+    // Named so that a profile (`perf report --comm pmlab-fs-svc`) can tell the
+    // service's time from its clients' in a process that runs both.
+    let thread = std::thread::Builder::new()
+        .name("pmlab-fs-svc".into())
+        .spawn(move || main_loop(st, listener, wake_rx, stop2))
+        .map_err(|e| FsError::io("spawn the service thread", e))?;
     Ok(Handle {
         stop,
         wake,

@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use pmlab_fs::error::{FsError, Result};
 use pmlab_fs::kvfs::Kvfs;
@@ -182,17 +183,34 @@ pub struct VolumeSize {
     pub kv_object_bytes: u64,
 }
 
-/// A PXFS mount (one libFS client) driven through [`FileOps`].
+/// A PXFS mount (one libFS client) driven through [`FileOps`], or one thread's handle
+/// on a mount it shares with the other threads of its process ([`PxfsMount::share`]).
 pub struct PxfsMount {
-    fs: Pxfs,
+    fs: Arc<Pxfs>,
+    /// Whether this handle reports the mount's revocations (one handle per mount, so
+    /// that threads sharing it do not count them once each).
+    counts_revocations: bool,
 }
 
 impl PxfsMount {
     /// Mounts the volume served on `socket`.
     pub fn mount(socket: &Path) -> Result<PxfsMount> {
         Ok(PxfsMount {
-            fs: Pxfs::mount(socket)?,
+            fs: Arc::new(Pxfs::mount(socket)?),
+            counts_revocations: true,
         })
+    }
+
+    /// Another handle on the same mount, for another thread of the process: Aerie's
+    /// libFS is mounted once by an application process (§3.1) and its threads share its
+    /// leases, as an application's threads share one kernel mount. Each handle keeps
+    /// its own open files ([`FileOps`] handles are per thread, like descriptors a
+    /// thread opened).
+    pub fn share(&self) -> PxfsMount {
+        PxfsMount {
+            fs: self.fs.clone(),
+            counts_revocations: false,
+        }
     }
 
     /// The PXFS mount.
@@ -257,7 +275,8 @@ impl PxfsVolume {
         self.fs.as_ref().expect("mounted until drop").pxfs()
     }
 
-    /// Another PXFS mount of the volume: a client of its own (a benchmark thread's).
+    /// Another PXFS mount of the volume: a client of its own (one a benchmark's threads
+    /// share through [`PxfsMount::share`]).
     pub fn mount(&self) -> Result<PxfsMount> {
         PxfsMount::mount(&self.socket)
     }
@@ -403,7 +422,13 @@ impl FileOps for PxfsMount {
         self.pxfs().sync()
     }
     fn revocations(&self) -> Option<u64> {
-        Some(self.pxfs().client().revocations_answered())
+        // A shared handle answers none of its own: the mount's revoker answers them
+        // all, and the mount's first handle counts them.
+        Some(if self.counts_revocations {
+            self.pxfs().client().revocations_answered()
+        } else {
+            0
+        })
     }
     fn settle(&mut self) -> Result<()> {
         self.pxfs().client().wait_populated();

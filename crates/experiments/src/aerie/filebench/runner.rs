@@ -1,7 +1,8 @@
 //! Running a personality: its flowops, iteration after iteration, on one thread or on
 //! several sharing one fileset.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Barrier, Mutex, OnceLock};
 use std::time::Instant;
 
 use pmlab_fs::Result;
@@ -79,17 +80,30 @@ pub const LOG_PATH: &str = "/fb/log";
 /// What one thread did: seconds spent in its iterations, and its flowops.
 struct Share {
     secs: f64,
+    /// When the thread left the barrier, and when it finished.
+    span: (Instant, Instant),
     counts: Counts,
     skipped: u64,
 }
 
 /// Runs `p.iterations` iterations of `personality`, after populating a fresh fileset
-/// under `/fb` through the first target, split among the targets, one thread each
-/// (their counts of iterations differ by one at most). `cap` bounds file sizes (0: none).
+/// under `/fb` through the first target, shared among the targets, one thread each.
+/// `cap` bounds file sizes (0: none).
+///
+/// The threads start together (a barrier; every thread's time counts from the moment
+/// the first one leaves it) and take iterations from one pool until it is empty, so
+/// every thread is in the run from its start to its end, as FileBench's threads all
+/// run for its whole timed run: each thread's time then counts the time it waited for
+/// the others, on every system alike. (With a fixed share per thread, each timed from
+/// when it first ran, a file system whose calls never block lets each thread run its
+/// share within one scheduler time slice and end before the next one starts, so its
+/// latency would be that of one thread alone, while one whose threads block would show
+/// the latency of N threads sharing the cores: the ratio would compare unlike things.)
 ///
 /// The fileset and the first thread's picks come from `seed`, so one thread runs the
 /// same iterations on every system; further threads draw from seeds of their own, and
-/// which thread picks what then depends on how they interleave.
+/// which thread picks what, and how many iterations each runs, then depends on how
+/// they interleave.
 pub fn run(
     personality: Personality,
     p: &Params,
@@ -115,43 +129,35 @@ pub fn run(
     for t in rest.iter_mut() {
         t.attach(log.map(|l| l.0))?;
     }
-    let picker = Mutex::new(Picker::new(&set));
+    let shared = Shared {
+        personality,
+        p,
+        set: &set,
+        picker: Mutex::new(Picker::new(&set)),
+        pool: AtomicUsize::new(p.iterations),
+        start: Barrier::new(n),
+        began: OnceLock::new(),
+    };
     let revoked_before = revocations(targets);
-    let start = Instant::now();
-    let shares: Vec<Result<Share>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = targets
-            .iter_mut()
-            .enumerate()
-            .map(|(i, t)| {
-                let iters = p.iterations / n + usize::from(i < p.iterations % n);
-                let rng = if i == 0 {
-                    rng.clone()
-                } else {
-                    Xoshiro256PlusPlus::seed_from_u64(
-                        seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                    )
-                };
-                let (set, picker) = (&set, &picker);
-                scope.spawn(move || thread_run(personality, p, set, picker, rng, &mut **t, iters))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a benchmark thread panicked"))
-            .collect()
-    });
-    let wall = start.elapsed().as_secs_f64();
+    let shares = run_threads(&shared, &rng, seed, targets);
     let revocations = revocations(targets)
         .zip(revoked_before)
         .map(|(after, before)| after - before);
     let mut counts = Counts::default();
     let (mut secs, mut skipped) = (0.0, 0);
+    let (mut began, mut ended) = (None::<Instant>, None::<Instant>);
     for s in shares {
         let s = s?;
         secs += s.secs;
         counts.merge(&s.counts);
         skipped += s.skipped;
+        began = Some(began.map_or(s.span.0, |b| b.min(s.span.0)));
+        ended = Some(ended.map_or(s.span.1, |e| e.max(s.span.1)));
     }
+    let wall = match (began, ended) {
+        (Some(f), Some(l)) => (l - f).as_secs_f64(),
+        _ => 0.0,
+    };
     let iters = p.iterations.max(1) as f64;
     Ok(Run {
         us_per_iteration: secs * 1e6 / iters,
@@ -163,29 +169,81 @@ pub fn run(
     })
 }
 
+/// Runs one thread per target over `shared`; the first draws from `rng` (the one-thread
+/// run's picks), the others from seeds of their own derived from `seed`.
+fn run_threads(
+    shared: &Shared<'_>,
+    rng: &Xoshiro256PlusPlus,
+    seed: u64,
+    targets: &mut [&mut (dyn Target + Send)],
+) -> Vec<Result<Share>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = targets
+            .iter_mut()
+            .enumerate()
+            .map(|(i, t)| {
+                let rng = if i == 0 {
+                    rng.clone()
+                } else {
+                    Xoshiro256PlusPlus::seed_from_u64(
+                        seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    )
+                };
+                scope.spawn(move || thread_run(shared, rng, &mut **t))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a benchmark thread panicked"))
+            .collect()
+    })
+}
+
 /// Revocations answered so far by all the targets' clients together.
 fn revocations(targets: &[&mut (dyn Target + Send)]) -> Option<u64> {
     targets.iter().map(|t| t.revocations()).sum()
 }
 
-/// One thread's iterations: timed from its first flowop to the end of its target's
-/// `finish` (which ships what the target batched).
-fn thread_run(
+/// What the threads of one run share: the fileset, its picker, the iterations not yet
+/// taken, and the barrier they start at.
+struct Shared<'a> {
     personality: Personality,
-    p: &Params,
-    set: &Fileset,
-    picker: &Mutex<Picker>,
+    p: &'a Params,
+    set: &'a Fileset,
+    picker: Mutex<Picker>,
+    pool: AtomicUsize,
+    start: Barrier,
+    /// When the first thread left the barrier.
+    began: OnceLock<Instant>,
+}
+
+impl Shared<'_> {
+    /// Takes one iteration from the pool; false once it is empty.
+    fn take(&self) -> bool {
+        self.pool
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| k.checked_sub(1))
+            .is_ok()
+    }
+}
+
+/// One thread's iterations, taken from the pool until it is empty: timed from the
+/// barrier all threads start at to the end of its target's `finish` (which ships what
+/// the target batched).
+fn thread_run(
+    sh: &Shared<'_>,
     mut rng: Xoshiro256PlusPlus,
     t: &mut (dyn Target + Send),
-    iterations: usize,
 ) -> Result<Share> {
     let mut counts = Counts::default();
     let mut skipped = 0;
     let mut current: Option<usize> = None;
-    let start = Instant::now();
-    for _ in 0..iterations {
-        for &op in personality.flowops() {
-            if flowop(op, p, set, picker, &mut rng, t, &mut current)? {
+    sh.start.wait();
+    // The run starts when the first thread leaves the barrier, for every thread: one
+    // the scheduler runs only later has waited for the others meanwhile.
+    let start = *sh.began.get_or_init(Instant::now);
+    while sh.take() {
+        for &op in sh.personality.flowops() {
+            if flowop(op, sh.p, sh.set, &sh.picker, &mut rng, t, &mut current)? {
                 counts.add(op);
             } else {
                 skipped += 1;
@@ -193,11 +251,13 @@ fn thread_run(
         }
     }
     if let Some(k) = current.take() {
-        picker.lock().expect("picker").release(k);
+        sh.picker.lock().expect("picker").release(k);
     }
     t.finish()?;
+    let end = Instant::now();
     Ok(Share {
-        secs: start.elapsed().as_secs_f64(),
+        secs: (end - start).as_secs_f64(),
+        span: (start, end),
         counts,
         skipped,
     })
