@@ -37,8 +37,9 @@ pub struct Args {
     /// webproxy, varmail; default: all four).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Threads that run each FileBench personality, each with a file system client of
-    /// its own, as a comma-separated list of counts and `paper` (FileBench's own: 50 for
+    /// Threads that run each FileBench personality, in one process sharing one file
+    /// system client (libFS is one per process), as a comma-separated list of counts and
+    /// `paper` (FileBench's own: 50 for
     /// fileserver, 100 for webserver and webproxy, 16 for varmail); every entry is a run
     /// of its own. Default: 1,paper (full), 1 (--quick).
     #[arg(long, value_delimiter = ',')]
