@@ -284,30 +284,7 @@ fn run_redis(
     tick: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
     let cpu = plan.redis_same_cpu.then_some(0);
-    let server = redis::RedisServer::start(cpu, redis::Durability::Default)?;
-    let (set, get) = redis::finish_benchmark(redis::start_benchmark(
-        server.socket(),
-        c,
-        &plan.workload,
-        cpu,
-    )?)?;
-    add(
-        samples,
-        "redis",
-        c,
-        100,
-        None,
-        client::Rates { get: 0.0, set },
-    );
-    add(
-        samples,
-        "redis",
-        c,
-        0,
-        None,
-        client::Rates { get, set: 0.0 },
-    );
-    tick(&format!("redis {c} client(s) GET/SET"));
+    let server = redis_get_set(plan, c, redis::Durability::Default, "redis", samples, tick)?;
     let target = client::Target::Redis(server.socket().to_path_buf());
     for &pct in &plan.sweep {
         let specs = client::specs(
@@ -340,22 +317,33 @@ fn run_redis_aof(
     samples: &mut Samples,
     tick: &mut dyn FnMut(&str),
 ) -> Result<(), String> {
+    let durability = redis::Durability::AofAlways;
+    redis_get_set(plan, c, durability, "redis-aof-always", samples, tick).map(drop)
+}
+
+/// Starts one server of the given durability (on CPU 0 when pinned) and records
+/// `redis-benchmark -c C`'s SET and GET rates as `system`; returns the server for
+/// more requests.
+fn redis_get_set(
+    plan: &Plan,
+    c: u32,
+    durability: redis::Durability,
+    system: &str,
+    samples: &mut Samples,
+    tick: &mut dyn FnMut(&str),
+) -> Result<redis::RedisServer, String> {
     let cpu = plan.redis_same_cpu.then_some(0);
-    let server = redis::RedisServer::start(cpu, redis::Durability::AofAlways)?;
-    let (set, get) = redis::finish_benchmark(redis::start_benchmark(
-        server.socket(),
-        c,
-        &plan.workload,
-        cpu,
-    )?)?;
+    let server = redis::RedisServer::start(cpu, durability)?;
+    let running = redis::start_benchmark(server.socket(), c, &plan.workload, cpu)?;
+    let (set, get) = redis::finish_benchmark(running)?;
     for (pct, r) in [
         (100, client::Rates { get: 0.0, set }),
         (0, client::Rates { get, set: 0.0 }),
     ] {
-        add(samples, "redis-aof-always", c, pct, None, r);
+        add(samples, system, c, pct, None, r);
     }
-    tick(&format!("redis-aof-always {c} client(s) GET/SET"));
-    Ok(())
+    tick(&format!("{system} {c} client(s) GET/SET"));
+    Ok(server)
 }
 
 /// The paper's "Redis 6x": independent instances (one per core, at most one per
