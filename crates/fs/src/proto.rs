@@ -16,7 +16,7 @@
 
 mod io;
 
-pub use io::{FrameReader, Outbox, recv_frame, send_frame};
+pub use io::{FrameReader, Outbox, recv_frame, recv_frame_spinning, send_frame};
 
 use thiserror::Error;
 
