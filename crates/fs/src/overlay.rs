@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use pmlab_spine::{Addr, SpineError};
 
-use crate::media::{BODY, MediaRead, PAGE, PageBuf, Tag, le, read_checked, verify, zero_page};
+use crate::media::{BODY, MediaRead, PAGE, PageBuf, Tag, le, read_checked, verify};
 use crate::txn::Changes;
 
 /// How long a torn page is re-read before it is taken for damaged: long enough for the
@@ -119,7 +119,7 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
                     if let Some(p) = self.seen.get(&pno) {
                         out.copy_from_slice(&p[..]);
                     } else if read_whole_page(self.base, a, out)? {
-                        let mut p = zero_page();
+                        let mut p = PageBuf::to_overwrite();
                         p.copy_from_slice(out);
                         self.seen.insert(pno, p);
                     }
@@ -145,7 +145,7 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
         if (pno + 1) * PAGE > self.media_size() {
             return read_checked(self, pno, tag);
         }
-        let mut p = zero_page();
+        let mut p = PageBuf::to_overwrite();
         let sound = read_whole_page(self.base, pno * PAGE, &mut p[..])?;
         if !sound || le::u32_at(&p[..], BODY + 4) != tag as u32 {
             // Reports what is wrong with it.
