@@ -16,8 +16,10 @@ use crate::place::PAGE;
 
 type Image = Arc<[u8; PAGE as usize]>;
 
-/// Images a thread keeps for reuse (4 MiB): more than a ship's worth of pages.
-const POOL_PAGES: usize = 1024;
+/// Images a thread keeps for reuse (32 MiB at most, and only as many as it freed):
+/// as many as a libFS overlay may hold between ships, all freed at once when the
+/// service has applied them (`client::state`'s bound on the overlay).
+const POOL_PAGES: usize = 8192;
 
 thread_local! {
     static POOL: RefCell<Vec<Image>> = const { RefCell::new(Vec::new()) };
