@@ -5,7 +5,7 @@
 //! straight back to the allocator, freed images let it shrink its heap, and the next
 //! images fault fresh zeroed pages in from the kernel: a file server's iteration spent
 //! a third of libFS's time in those faults. Each thread therefore keeps the images it
-//! frees, up to [`POOL_PAGES`], and takes new ones from them first.
+//! frees, up to a bound, and takes new ones from them first.
 
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;

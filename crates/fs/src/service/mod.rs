@@ -105,10 +105,14 @@ struct State {
     page_cursor: FxHashMap<u16, u64>,
     cfg: Config,
     limits: Limits,
+    /// Metadata commits so far (a ship's reply lists the pages it wrote only if its
+    /// handling committed nothing else).
+    commits: u64,
 }
 
 impl State {
     fn commit(&mut self, changes: &Changes) -> Result<()> {
+        self.commits += 1;
         self.log.commit(&mut self.meta, changes)
     }
 
@@ -281,6 +285,7 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
         meta_cursor: sb.pool_first,
         page_cursor: FxHashMap::default(),
         limits: cfg.limits.unwrap_or_else(|| Limits::for_volume(&sb)),
+        commits: 0,
         cfg,
     };
     st.reclaim_orphans_and_count()?;
