@@ -66,7 +66,9 @@ impl Drop for PageBuf {
     fn drop(&mut self) {
         // SAFETY: `self.0` is taken once, here, and never touched again.
         let mut image = unsafe { ManuallyDrop::take(&mut self.0) };
-        if Arc::get_mut(&mut image).is_some() {
+        // Most images dropped are clones still shared: one load tells, before the
+        // exclusive check's atomic read-modify-writes.
+        if Arc::strong_count(&image) == 1 && Arc::get_mut(&mut image).is_some() {
             // A thread that is exiting has no pool left: the image is simply freed.
             let _ = POOL.try_with(|p| {
                 let mut p = p.borrow_mut();
@@ -93,7 +95,7 @@ impl std::ops::Deref for PageBuf {
 
 impl std::ops::DerefMut for PageBuf {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        if Arc::get_mut(&mut self.0).is_none() {
+        if Arc::strong_count(&self.0) != 1 || Arc::get_mut(&mut self.0).is_none() {
             // Shared: this holder's copy is written from here on.
             let mut own = PageBuf::to_overwrite();
             Arc::get_mut(&mut own.0)
