@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use pmlab_native::{CpuPersistFeatures, PersistMode};
 use pmlab_spine::Memory;
-use pmlab_tx::{Area, FaultPlan, Protocol, Recovery, RedoBuffers, RedoProtocol};
+use pmlab_tx::{Area, FaultPlan, Protocol, Recovery, RedoProtocol};
 use pmlab_vas::native::{Mechanism, MechanismChoice, NativeSpaces, SegLock};
 use pmlab_vas::{Access, AttachTo, Mode, SegCtl, SegId, SpaceJmp, VasError, VasHandle};
 
@@ -70,8 +70,10 @@ pub struct KvStore {
     scratch: Scratch,
     last_recovery: Option<Recovery>,
     dead_holders: Vec<u32>,
-    /// The redo protocol's buffers, kept from one SET to the next.
-    redo_buffers: RedoBuffers,
+    /// The redo protocol of the last SET, attached again by the next one (its
+    /// buffers kept; `None` until the first SET and after a change of domain or
+    /// faults).
+    redo: Option<RedoProtocol<SegMem>>,
     /// A SET's key and value copied out of the scratch heap, kept likewise.
     set_args: (Vec<u8>, Vec<u8>),
 }
@@ -183,7 +185,7 @@ impl KvStore {
             scratch: unsafe { Scratch::new(scratch_base, SCRATCH_BYTES as usize) },
             last_recovery: None,
             dead_holders: Vec::new(),
-            redo_buffers: RedoBuffers::default(),
+            redo: None,
             set_args: Default::default(),
         })
     }
@@ -191,6 +193,7 @@ impl KvStore {
     /// Runs SETs with `faults` (a deliberately broken variant: tests only).
     pub fn with_faults(mut self, faults: Faults) -> KvStore {
         self.faults = faults;
+        self.redo = None;
         self
     }
 
@@ -198,6 +201,7 @@ impl KvStore {
     /// [`crate::persist`]; [`Persist::Power`] unless asked).
     pub fn with_persist(mut self, p: Persist) -> KvStore {
         self.persist = p;
+        self.redo = None;
         self
     }
 
@@ -426,30 +430,42 @@ impl KvStore {
         // transaction is in place and replaying it (as recovery would, the log never
         // being cleared) would change nothing.
         let applied = self.root_u64(&h, root::RECOVERED) == recoveries;
-        let p = if applied || self.faults.never_recover {
-            RedoProtocol::attach_applied(self.mem(), log, data)?.with_faults(self.faults.tx)
-        } else {
-            let mut p = RedoProtocol::attach(self.mem(), log, data)?.with_faults(self.faults.tx);
-            self.last_recovery = Some(p.recover()?);
-            p
+        // The protocol stays in place from one SET to the next (it is attached again,
+        // not rebuilt, and never moved).
+        let p = match &mut self.redo {
+            Some(p) => {
+                p.reattach()?;
+                p
+            }
+            slot @ None => slot.insert(
+                RedoProtocol::attach(
+                    // SAFETY: as `mem`: switched into the read-write VAS.
+                    unsafe { SegMem::new(self.base, self.size, self.flush_mode, self.persist) },
+                    log,
+                    data,
+                )?
+                .with_faults(self.faults.tx),
+            ),
         };
-        let mut p = p.with_buffers(std::mem::take(&mut self.redo_buffers));
+        if applied || self.faults.never_recover {
+            p.assume_applied();
+        } else {
+            self.last_recovery = Some(p.recover()?);
+        }
         p.begin()?;
         let r = (|| {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
                 p.write_u64(h.root + root::RECOVERED, recoveries)?;
             }
-            dict::set(&mut p, &h, key, value)
+            dict::set(p, &h, key, value)
         })();
-        let out = match r {
+        match r {
             Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),
             Err(e) => p
                 .abort()
                 .map_err(KvError::from)
                 .and(Err(map(e, &self.name))),
-        };
-        self.redo_buffers = p.into_buffers();
-        out
+        }
     }
 
     /// Checks the whole store under the shared lock (see [`crate::check`]).
