@@ -58,6 +58,59 @@ fn table<T: TxMemory>(tx: &mut T, h: &Header, t: u64) -> Result<Table, AllocErro
     })
 }
 
+/// The root's first 56 bytes, read in one transactional read: both tables (block,
+/// size, entries) and the rehash index. A SET reads it once before its probe (and
+/// again after a rehash step, which changes it) instead of field by field.
+struct RootLine {
+    tables: [Table; 2],
+    used: [u64; 2],
+    rehash: u64,
+}
+
+impl RootLine {
+    fn read<T: TxMemory>(tx: &mut T, h: &Header) -> Result<RootLine, AllocError> {
+        let mut b = [0u8; 56];
+        tx.tx_read(h.root, &mut b)?;
+        let w = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        let t = |i: u64| Table {
+            block: w((root::table(i) / 8) as usize),
+            size: w((root::size(i) / 8) as usize),
+        };
+        Ok(RootLine {
+            tables: [t(0), t(1)],
+            used: [
+                w((root::used(0) / 8) as usize),
+                w((root::used(1) / 8) as usize),
+            ],
+            rehash: w((root::REHASH / 8) as usize),
+        })
+    }
+
+    fn rehashing(&self) -> bool {
+        self.rehash != NOT_REHASHING
+    }
+}
+
+/// An entry's `next`, `hash` and lengths, read in one transactional read.
+struct EntryHead {
+    next: Addr,
+    hash: u64,
+    key_len: usize,
+    value_len: usize,
+}
+
+fn entry_head<T: TxMemory>(tx: &mut T, e: Addr) -> Result<EntryHead, AllocError> {
+    let mut b = [0u8; 24];
+    tx.tx_read(e + entry::NEXT, &mut b)?;
+    let w = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    Ok(EntryHead {
+        next: w(0),
+        hash: w(1),
+        key_len: w(2) as u32 as usize,
+        value_len: (w(2) >> 32) as usize,
+    })
+}
+
 fn add_used<T: TxMemory>(tx: &mut T, h: &Header, t: u64, delta: i64) -> Result<(), AllocError> {
     let at = h.root + root::used(t);
     let used = tx.tx_read_u64(at)?;
@@ -73,14 +126,26 @@ pub fn set<T: SegTx>(
     key: &[u8],
     value: &[u8],
 ) -> Result<SetEffect, AllocError> {
+    set_hashed(tx, h, key, value, hash_key(h.seed, key))
+}
+
+/// [`set`] of a key whose hash the caller computed already.
+pub fn set_hashed<T: SegTx>(
+    tx: &mut T,
+    h: &Header,
+    key: &[u8],
+    value: &[u8],
+    hash: u64,
+) -> Result<SetEffect, AllocError> {
     let mut effect = SetEffect::default();
-    if tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING {
-        effect.buckets_moved = rehash_step(tx, h)?;
+    let mut line = RootLine::read(tx, h)?;
+    if line.rehashing() {
+        effect.buckets_moved = rehash_step(tx, h, &line)?;
+        line = RootLine::read(tx, h)?;
     }
-    let hash = hash_key(h.seed, key);
-    if let Some((link, old)) = find(tx, h, key, hash)? {
+    if let Some((link, old, head)) = find(tx, &line, key, hash)? {
         effect.replaced = true;
-        replace(tx, h, link, old, key, value)?;
+        replace(tx, h, link, old, &head, key, value)?;
     } else {
         effect.expanded = expand_if_needed(tx, h)?;
         insert(tx, h, key, value, hash)?;
@@ -90,69 +155,100 @@ pub fn set<T: SegTx>(
     Ok(effect)
 }
 
-/// Starts fetching the cache lines of `key`'s bucket slots into the cache (table 0's,
-/// and table 1's during a rehash), so that the miss a SET takes on its bucket overlaps
-/// the work before its probe (parsing the request, attaching the redo log). A hint
-/// only: it reads the root's committed fields, changes nothing, and a stale table
-/// merely fetches a line for nothing. `seg` is the segment, readable (switched in).
-pub fn prefetch_buckets(seg: &[u8], h: &Header, key: &[u8]) {
-    let field = |f: u64| {
-        let at = (h.root + f) as usize;
-        seg.get(at..at + 8)
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    };
-    let hash = hash_key(h.seed, key);
-    let tables = if field(root::REHASH) == NOT_REHASHING {
-        1
-    } else {
-        2
-    };
-    for t in 0..tables {
-        let (block, size) = (field(root::table(t)), field(root::size(t)));
-        if block == 0 || size == 0 {
-            continue;
+/// The tables a SET probes, as of the last committed state a client saw: table 0's
+/// block and size, and table 1's during a rehash (block 0: none). A hint for
+/// prefetching only (see [`prefetch_slots`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tables(pub [(Addr, u64); 2]);
+
+impl Tables {
+    /// The tables as the root's committed fields name them; `seg` is the segment,
+    /// readable (switched in).
+    pub fn read(seg: &[u8], h: &Header) -> Tables {
+        let field = |f: u64| {
+            let at = (h.root + f) as usize;
+            seg.get(at..at + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        let mut t = Tables::default();
+        let tables = if field(root::REHASH) == NOT_REHASHING {
+            1
+        } else {
+            2
+        };
+        for (i, tb) in t.0.iter_mut().enumerate().take(tables) {
+            *tb = (field(root::table(i as u64)), field(root::size(i as u64)));
         }
-        if let Some(line) = seg.get(slot(block, hash & (size - 1)) as usize) {
-            prefetch(line);
+        t
+    }
+
+    /// The bucket slots of `hash` in these tables.
+    fn slots(&self, hash: u64) -> impl Iterator<Item = Addr> + '_ {
+        self.0
+            .iter()
+            .filter(|(block, size)| *block != 0 && *size != 0)
+            .map(move |&(block, size)| slot(block, hash & (size - 1)))
+    }
+}
+
+/// Starts fetching the cache lines of the bucket slots of `hash` in `tables` (a
+/// store's segment is `seg_len` bytes at `base`), so that the miss a SET takes on its
+/// bucket overlaps the work before its probe (the switch in, parsing the request). A
+/// hint only: a prefetch reads nothing architecturally and never faults, so it may be
+/// issued before switching in, from tables remembered from an earlier SET; stale
+/// tables merely fetch a line for nothing.
+pub fn prefetch_slots(base: *const u8, seg_len: u64, tables: &Tables, hash: u64) {
+    for at in tables.slots(hash).filter(|&a| a + 8 <= seg_len) {
+        prefetch(base.wrapping_add(at as usize));
+    }
+}
+
+/// Starts fetching the first entry of each of `hash`'s chains (switched in: the
+/// slots are read), so that the probe's second dependent miss overlaps the work
+/// between this call and the probe too. A hint only, like [`prefetch_slots`].
+pub fn prefetch_entries(seg: &[u8], tables: &Tables, hash: u64) {
+    for at in tables.slots(hash) {
+        let e = seg
+            .get(at as usize..at as usize + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        if e != 0 && e + entry::KEY < seg.len() as u64 {
+            prefetch(seg[e as usize..].as_ptr());
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-fn prefetch(at: &u8) {
+fn prefetch(at: *const u8) {
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    // SAFETY: a prefetch has no architectural effect; `at` is a valid reference.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>((at as *const u8).cast()) };
+    // SAFETY: a prefetch has no architectural effect and never faults, whatever the
+    // address (it is not dereferenced).
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast()) };
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn prefetch(_at: &u8) {}
+fn prefetch(_at: *const u8) {}
 
-/// The link that points to `key`'s entry (a bucket slot or a `next` field) and the
-/// entry, searching table 0 and, during a rehash, table 1.
+/// The link that points to `key`'s entry (a bucket slot or a `next` field), the entry
+/// and its head, searching table 0 and, during a rehash, table 1.
 fn find<T: TxMemory>(
     tx: &mut T,
-    h: &Header,
+    line: &RootLine,
     key: &[u8],
     hash: u64,
-) -> Result<Option<(Addr, Addr)>, AllocError> {
-    let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
-    for t in 0..if rehashing { 2 } else { 1 } {
-        let tb = table(tx, h, t)?;
+) -> Result<Option<(Addr, Addr, EntryHead)>, AllocError> {
+    for tb in &line.tables[..if line.rehashing() { 2 } else { 1 }] {
         if tb.block == 0 {
             continue;
         }
         let mut link = slot(tb.block, hash & (tb.size - 1));
         let mut e = tx.tx_read_u64(link)?;
         while e != 0 {
-            if tx.tx_read_u64(e + entry::HASH)? == hash {
-                let lens = tx.tx_read_u64(e + entry::LENS)?;
-                if lens as u32 as usize == key.len() && key_is(tx, e + entry::KEY, key)? {
-                    return Ok(Some((link, e)));
-                }
+            let head = entry_head(tx, e)?;
+            if head.hash == hash && head.key_len == key.len() && key_is(tx, e + entry::KEY, key)? {
+                return Ok(Some((link, e, head)));
             }
             link = e + entry::NEXT;
-            e = tx.tx_read_u64(link)?;
+            e = head.next;
         }
     }
     Ok(None)
@@ -213,18 +309,16 @@ fn replace<T: SegTx>(
     h: &Header,
     link: Addr,
     old: Addr,
+    head: &EntryHead,
     key: &[u8],
     value: &[u8],
 ) -> Result<(), AllocError> {
-    let lens = tx.tx_read_u64(old + entry::LENS)?;
-    if (lens >> 32) as usize == value.len() {
+    if head.value_len == value.len() {
         tx.tx_write(old + entry::KEY + key.len() as u64, value)?;
         return Ok(());
     }
-    let next = tx.tx_read_u64(old + entry::NEXT)?;
-    let hash = tx.tx_read_u64(old + entry::HASH)?;
     let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
-    write_entry(tx, e, next, hash, key, value)?;
+    write_entry(tx, e, head.next, head.hash, key, value)?;
     tx.tx_write_u64(link, e)?;
     heap::free(tx, h, old)
 }
@@ -284,12 +378,13 @@ fn expand_if_needed<T: SegTx>(tx: &mut T, h: &Header) -> Result<bool, AllocError
 /// Redis's `dictRehash(d, 1)`: moves the next non-empty bucket of table 0 (visiting at
 /// most ten empty ones) to table 1; finishes the rehash when table 0 is empty.
 /// Returns the buckets moved (0 or 1).
-fn rehash_step<T: SegTx>(tx: &mut T, h: &Header) -> Result<u64, AllocError> {
-    let (t0, t1) = (table(tx, h, 0)?, table(tx, h, 1)?);
-    let mut idx = tx.tx_read_u64(h.root + root::REHASH)?;
+fn rehash_step<T: SegTx>(tx: &mut T, h: &Header, line: &RootLine) -> Result<u64, AllocError> {
+    let [t0, t1] = &line.tables;
+    let mut idx = line.rehash;
     let mut moved = 0;
     let mut empty_visits = 10;
-    while idx < t0.size && tx.tx_read_u64(h.root + root::used(0))? != 0 {
+    // Table 0's count changes only when a bucket moves, which ends the loop.
+    while idx < t0.size && line.used[0] != 0 {
         let mut e = tx.tx_read_u64(slot(t0.block, idx))?;
         if e == 0 {
             idx += 1;
@@ -301,8 +396,8 @@ fn rehash_step<T: SegTx>(tx: &mut T, h: &Header) -> Result<u64, AllocError> {
         }
         let mut n = 0i64;
         while e != 0 {
-            let next = tx.tx_read_u64(e + entry::NEXT)?;
-            let to = slot(t1.block, tx.tx_read_u64(e + entry::HASH)? & (t1.size - 1));
+            let head = entry_head(tx, e)?;
+            let (next, to) = (head.next, slot(t1.block, head.hash & (t1.size - 1)));
             let head = tx.tx_read_u64(to)?;
             tx.tx_write_u64(e + entry::NEXT, head)?;
             tx.tx_write_u64(to, e)?;

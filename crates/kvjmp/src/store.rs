@@ -76,6 +76,9 @@ pub struct KvStore {
     redo: Option<RedoProtocol<SegMem>>,
     /// A SET's key and value copied out of the scratch heap, kept likewise.
     set_args: (Vec<u8>, Vec<u8>),
+    /// The tables as the last SET left them: where the next SET prefetches its
+    /// bucket before switching in (a hint; see [`dict::prefetch_slots`]).
+    tables_seen: dict::Tables,
 }
 
 impl KvStore {
@@ -187,6 +190,7 @@ impl KvStore {
             dead_holders: Vec::new(),
             redo: None,
             set_args: Default::default(),
+            tables_seen: Default::default(),
         })
     }
 
@@ -379,11 +383,16 @@ impl KvStore {
         let rw = self
             .rw
             .ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
+        let h = self.header();
+        let hash = crate::layout::hash_key(h.seed, key);
+        // The bucket's miss overlaps the switch in (the lock's atomic operations).
+        dict::prefetch_slots(self.base, self.size, &self.tables_seen, hash);
         let r = self.spaces.vas_switch(rw)?;
         self.note_switch(r);
         let mut copied = std::mem::take(&mut self.set_args);
-        let out = self.set_inside(key, value, &mut copied);
+        let out = self.set_inside(key, value, hash, &mut copied);
         self.set_args = copied;
+        self.tables_seen = dict::Tables::read(self.seg(), &h);
         self.spaces.vas_switch_home()?;
         out
     }
@@ -394,15 +403,23 @@ impl KvStore {
         &mut self,
         key: &[u8],
         value: &[u8],
+        hash: u64,
         (ck, cv): &mut (Vec<u8>, Vec<u8>),
     ) -> Result<SetEffect, KvError> {
         let h = self.header();
-        dict::prefetch_buckets(self.seg(), &h, key);
+        // The tables as committed now (another writer may have resized them).
+        let tables = dict::Tables::read(self.seg(), &h);
+        if tables != self.tables_seen {
+            dict::prefetch_slots(self.base, self.size, &tables, hash);
+        }
         let n = self
             .scratch
             .encode(&[b"SET", key, value])
             .ok_or_else(|| too_big("value"))?;
         let (args, _) = self.scratch.parse::<3>(n).ok_or_else(|| too_big("value"))?;
+        // The bucket has had the switch and the parse to arrive; its chain's first
+        // entry gets the copies, the attach and the transaction's start.
+        dict::prefetch_entries(self.seg(), &tables, hash);
         // The transaction buffers its stores in the process's own memory, so the
         // arguments are copied out of the scratch heap once.
         self.scratch.arg_into(args[1], ck);
@@ -457,7 +474,7 @@ impl KvStore {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
                 p.write_u64(h.root + root::RECOVERED, recoveries)?;
             }
-            dict::set(p, &h, key, value)
+            dict::set_hashed(p, &h, key, value, hash)
         })();
         match r {
             Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),

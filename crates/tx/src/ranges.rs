@@ -40,6 +40,7 @@ pub(crate) struct WriteSet {
 }
 
 /// The filter bits of the lines `[addr, end)` touches; all bits when they are many.
+#[inline]
 fn line_bits(addr: Addr, end: Addr) -> u64 {
     let (first, last) = (addr / LINE, (end - 1) / LINE);
     if last - first >= 8 {
@@ -187,11 +188,18 @@ impl WriteSet {
     }
 
     /// Lays the recorded bytes that overlap `[addr, addr + buf.len())` over `buf`.
+    #[inline]
     pub(crate) fn overlay(&self, addr: Addr, buf: &mut [u8]) {
         let end = addr + buf.len() as u64;
         if buf.is_empty() || self.lines & line_bits(addr, end) == 0 {
             return;
         }
+        self.overlay_extents(addr, buf);
+    }
+
+    /// [`WriteSet::overlay`] past the filter: the search of the extents.
+    fn overlay_extents(&self, addr: Addr, buf: &mut [u8]) {
+        let end = addr + buf.len() as u64;
         let first = self.extents.partition_point(|e| e.end() <= addr);
         for e in &self.extents[first..] {
             if e.addr >= end {
