@@ -46,44 +46,65 @@ pub struct SetEffect {
     pub buckets_moved: u64,
 }
 
+#[derive(Clone, Copy, Default)]
 struct Table {
     block: Addr,
     size: u64,
 }
 
-fn table<T: TxMemory>(tx: &mut T, h: &Header, t: u64) -> Result<Table, AllocError> {
-    Ok(Table {
-        block: tx.tx_read_u64(h.root + root::table(t))?,
-        size: tx.tx_read_u64(h.root + root::size(t))?,
-    })
-}
-
-/// The root's first 56 bytes, read in one transactional read: both tables (block,
-/// size, entries) and the rehash index. A SET reads it once before its probe (and
-/// again after a rehash step, which changes it) instead of field by field.
+/// The root's first 56 bytes as the running SET sees them: both tables (block, size,
+/// entries) and the rehash index. A SET reads them in one transactional read, its
+/// steps (rehash, expansion, insert) change this copy, and [`RootLine::write_back`]
+/// stores them in one transactional write if anything changed — instead of a read and
+/// a write through the transaction per field. Nothing else in a SET reads or writes
+/// these bytes (the allocator's fields follow them), so the copy is the transaction's
+/// view of them until it is written back.
 struct RootLine {
     tables: [Table; 2],
     used: [u64; 2],
     rehash: u64,
+    changed: bool,
 }
+
+/// Bytes of [`RootLine`] at the root's start.
+const ROOT_LINE: usize = 56;
 
 impl RootLine {
     fn read<T: TxMemory>(tx: &mut T, h: &Header) -> Result<RootLine, AllocError> {
-        let mut b = [0u8; 56];
+        let mut b = [0u8; ROOT_LINE];
         tx.tx_read(h.root, &mut b)?;
-        let w = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        let w = |f: u64| {
+            let at = f as usize;
+            u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+        };
         let t = |i: u64| Table {
-            block: w((root::table(i) / 8) as usize),
-            size: w((root::size(i) / 8) as usize),
+            block: w(root::table(i)),
+            size: w(root::size(i)),
         };
         Ok(RootLine {
             tables: [t(0), t(1)],
-            used: [
-                w((root::used(0) / 8) as usize),
-                w((root::used(1) / 8) as usize),
-            ],
-            rehash: w((root::REHASH / 8) as usize),
+            used: [w(root::used(0)), w(root::used(1))],
+            rehash: w(root::REHASH),
+            changed: false,
         })
+    }
+
+    fn write_back<T: TxMemory>(&self, tx: &mut T, h: &Header) -> Result<(), AllocError> {
+        if !self.changed {
+            return Ok(());
+        }
+        let mut b = [0u8; ROOT_LINE];
+        let mut put = |f: u64, v: u64| {
+            b[f as usize..f as usize + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        for t in 0..2 {
+            put(root::table(t), self.tables[t as usize].block);
+            put(root::size(t), self.tables[t as usize].size);
+            put(root::used(t), self.used[t as usize]);
+        }
+        put(root::REHASH, self.rehash);
+        tx.tx_write(h.root, &b)?;
+        Ok(())
     }
 
     fn rehashing(&self) -> bool {
@@ -111,13 +132,6 @@ fn entry_head<T: TxMemory>(tx: &mut T, e: Addr) -> Result<EntryHead, AllocError>
     })
 }
 
-fn add_used<T: TxMemory>(tx: &mut T, h: &Header, t: u64, delta: i64) -> Result<(), AllocError> {
-    let at = h.root + root::used(t);
-    let used = tx.tx_read_u64(at)?;
-    tx.tx_write_u64(at, used.wrapping_add_signed(delta))?;
-    Ok(())
-}
-
 /// Stores `value` under `key` in one running transaction: a rehash step, an expansion
 /// when the table is full, then the insert or replacement.
 pub fn set<T: SegTx>(
@@ -140,16 +154,16 @@ pub fn set_hashed<T: SegTx>(
     let mut effect = SetEffect::default();
     let mut line = RootLine::read(tx, h)?;
     if line.rehashing() {
-        effect.buckets_moved = rehash_step(tx, h, &line)?;
-        line = RootLine::read(tx, h)?;
+        effect.buckets_moved = rehash_step(tx, h, &mut line)?;
     }
     if let Some((link, old, head)) = find(tx, &line, key, hash)? {
         effect.replaced = true;
         replace(tx, h, link, old, &head, key, value)?;
     } else {
-        effect.expanded = expand_if_needed(tx, h)?;
-        insert(tx, h, key, value, hash)?;
+        effect.expanded = expand_if_needed(tx, h, &mut line)?;
+        insert(tx, h, &mut line, key, value, hash)?;
     }
+    line.write_back(tx, h)?;
     let sets = tx.tx_read_u64(h.root + root::SETS)?;
     tx.tx_write_u64(h.root + root::SETS, sets + 1)?;
     Ok(effect)
@@ -326,19 +340,21 @@ fn replace<T: SegTx>(
 fn insert<T: SegTx>(
     tx: &mut T,
     h: &Header,
+    line: &mut RootLine,
     key: &[u8],
     value: &[u8],
     hash: u64,
 ) -> Result<(), AllocError> {
-    let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
-    let t = u64::from(rehashing);
+    let t = usize::from(line.rehashing());
     let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
-    let tb = table(tx, h, t)?;
+    let tb = line.tables[t];
     let at = slot(tb.block, hash & (tb.size - 1));
     let head = tx.tx_read_u64(at)?;
     write_entry(tx, e, head, hash, key, value)?;
     tx.tx_write_u64(at, e)?;
-    add_used(tx, h, t, 1)
+    line.used[t] += 1;
+    line.changed = true;
+    Ok(())
 }
 
 /// A zeroed table of `size` buckets; returns its block.
@@ -351,35 +367,43 @@ fn new_table<T: SegTx>(tx: &mut T, h: &Header, size: u64) -> Result<Addr, AllocE
 
 /// Creates table 0 (4 buckets, Redis's initial size) or starts a rehash into a table
 /// for twice the entries, when table 0 is full (Redis's load factor 1).
-fn expand_if_needed<T: SegTx>(tx: &mut T, h: &Header) -> Result<bool, AllocError> {
-    if tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING {
+fn expand_if_needed<T: SegTx>(
+    tx: &mut T,
+    h: &Header,
+    line: &mut RootLine,
+) -> Result<bool, AllocError> {
+    if line.rehashing() {
         return Ok(false);
     }
-    let t0 = table(tx, h, 0)?;
+    let t0 = line.tables[0];
     if t0.block == 0 {
-        let block = new_table(tx, h, 4)?;
-        tx.tx_write_u64(h.root + root::table(0), block)?;
-        tx.tx_write_u64(h.root + root::size(0), 4)?;
+        line.tables[0] = Table {
+            block: new_table(tx, h, 4)?,
+            size: 4,
+        };
+        line.changed = true;
         return Ok(false);
     }
-    let used = tx.tx_read_u64(h.root + root::used(0))?;
+    let used = line.used[0];
     if used < t0.size {
         return Ok(false);
     }
     let size = (used * 2).next_power_of_two();
-    let block = new_table(tx, h, size)?;
-    tx.tx_write_u64(h.root + root::table(1), block)?;
-    tx.tx_write_u64(h.root + root::size(1), size)?;
-    tx.tx_write_u64(h.root + root::used(1), 0)?;
-    tx.tx_write_u64(h.root + root::REHASH, 0)?;
+    line.tables[1] = Table {
+        block: new_table(tx, h, size)?,
+        size,
+    };
+    line.used[1] = 0;
+    line.rehash = 0;
+    line.changed = true;
     Ok(true)
 }
 
 /// Redis's `dictRehash(d, 1)`: moves the next non-empty bucket of table 0 (visiting at
 /// most ten empty ones) to table 1; finishes the rehash when table 0 is empty.
 /// Returns the buckets moved (0 or 1).
-fn rehash_step<T: SegTx>(tx: &mut T, h: &Header, line: &RootLine) -> Result<u64, AllocError> {
-    let [t0, t1] = &line.tables;
+fn rehash_step<T: SegTx>(tx: &mut T, h: &Header, line: &mut RootLine) -> Result<u64, AllocError> {
+    let [t0, t1] = line.tables;
     let mut idx = line.rehash;
     let mut moved = 0;
     let mut empty_visits = 10;
@@ -394,7 +418,7 @@ fn rehash_step<T: SegTx>(tx: &mut T, h: &Header, line: &RootLine) -> Result<u64,
             }
             continue;
         }
-        let mut n = 0i64;
+        let mut n = 0;
         while e != 0 {
             let head = entry_head(tx, e)?;
             let (next, to) = (head.next, slot(t1.block, head.hash & (t1.size - 1)));
@@ -405,21 +429,19 @@ fn rehash_step<T: SegTx>(tx: &mut T, h: &Header, line: &RootLine) -> Result<u64,
             n += 1;
         }
         tx.tx_write_u64(slot(t0.block, idx), 0)?;
-        add_used(tx, h, 0, -n)?;
-        add_used(tx, h, 1, n)?;
+        line.used[0] = line.used[0].wrapping_sub(n);
+        line.used[1] = line.used[1].wrapping_add(n);
         idx += 1;
         moved = 1;
         break;
     }
-    if tx.tx_read_u64(h.root + root::used(0))? == 0 {
+    if line.used[0] == 0 {
         heap::free(tx, h, t0.block)?;
-        for f in [root::table(0), root::size(0), root::used(0)] {
-            let v = tx.tx_read_u64(h.root + f + 24)?;
-            tx.tx_write_u64(h.root + f, v)?;
-            tx.tx_write_u64(h.root + f + 24, 0)?;
-        }
+        line.tables = [t1, Table::default()];
+        line.used = [line.used[1], 0];
         idx = NOT_REHASHING;
     }
-    tx.tx_write_u64(h.root + root::REHASH, idx)?;
+    line.rehash = idx;
+    line.changed = true;
     Ok(moved)
 }
