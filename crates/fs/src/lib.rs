@@ -45,6 +45,7 @@ pub mod map;
 pub mod media;
 pub mod mkfs;
 pub mod overlay;
+pub mod pagebuf;
 pub mod place;
 pub mod pool;
 pub mod proto;

@@ -8,6 +8,7 @@
 use crate::error::{FsError, Location, Result};
 use pmlab_spine::{Addr, Memory, SpineError};
 
+pub use crate::pagebuf::{PageBuf, zero_page};
 pub use crate::place::PAGE;
 /// Bytes of a page available to its structure (the rest is the trailer).
 pub const BODY: usize = PAGE as usize - 8;
@@ -60,40 +61,6 @@ impl Tag {
             Tag::Radix => "radix index page",
         }
     }
-}
-
-/// A page image in volatile memory, shared copy-on-write.
-///
-/// Metadata code hands page images around by value: a transaction's clean pages, a
-/// client's overlay, the cache of radix nodes, the view a check reads through. Most of
-/// those hands only read, so a clone shares the image and the first write through
-/// [`DerefMut`](std::ops::DerefMut) copies it if someone else still holds it: an
-/// operation that reads ten pages and changes two copies two pages, not twelve.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PageBuf(std::sync::Arc<[u8; PAGE as usize]>);
-
-impl std::fmt::Debug for PageBuf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PageBuf(tag {:#x})", le::u32_at(&self.0[..], BODY + 4))
-    }
-}
-
-impl std::ops::Deref for PageBuf {
-    type Target = [u8; PAGE as usize];
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for PageBuf {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        std::sync::Arc::make_mut(&mut self.0)
-    }
-}
-
-/// A zero-filled page image.
-pub fn zero_page() -> PageBuf {
-    PageBuf(std::sync::Arc::new([0u8; PAGE as usize]))
 }
 
 /// Read access to a metadata space. Every [`Memory`] provides it; a client's read-only
@@ -160,7 +127,7 @@ pub fn verify(page: &[u8; PAGE as usize], pno: u64, tag: Tag) -> Result<()> {
 
 /// Reads page `pno` without checking it.
 pub fn read_raw<R: MediaRead + ?Sized>(mem: &mut R, pno: u64) -> Result<PageBuf> {
-    let mut p = zero_page();
+    let mut p = PageBuf::to_overwrite();
     mem.media_read(pno * PAGE, &mut p[..])?;
     Ok(p)
 }

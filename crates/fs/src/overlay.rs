@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use pmlab_spine::{Addr, SpineError};
 
-use crate::media::{BODY, MediaRead, PAGE, PageBuf, Tag, le, read_checked, verify, zero_page};
-use crate::txn::Changes;
+use crate::media::{BODY, MediaRead, PAGE, PageBuf, Tag, le, read_checked, verify};
+use crate::txn::{Changes, Clean};
 
 /// How long a torn page is re-read before it is taken for damaged: long enough for the
 /// service to be descheduled in the middle of its in-place copy on a busy machine.
@@ -43,6 +43,8 @@ pub struct Overlay<'a, R: MediaRead + ?Sized> {
     /// Whether pages read are kept in `seen`. A transaction keeps the pages it read
     /// itself, and a second reference here would make it copy every page it changes.
     remember: bool,
+    /// Checked images kept from earlier reads (libFS's clean pages), read before `base`.
+    clean: Option<&'a Clean>,
 }
 
 impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
@@ -53,7 +55,32 @@ impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
             pages,
             seen: FxHashMap::default(),
             remember: true,
+            clean: None,
         }
+    }
+
+    /// `pages` laid over `clean` laid over `base`.
+    pub fn with_clean(base: &'a mut R, pages: &'a Changes, clean: &'a Clean) -> Self {
+        Overlay {
+            clean: Some(clean),
+            ..Overlay::new(base, pages)
+        }
+    }
+
+    /// A whole page this overlay holds an image of, pending or already read. Of the
+    /// clean pages, only those of objects under leases (inodes, directories, file
+    /// indexes) are read here: what a lease covers changes only through its holder,
+    /// and libFS drops its clean pages whenever it takes a lease. The domain table and
+    /// the bitmaps belong to no lease; they are read from the mapping.
+    fn known(&self, pno: u64) -> Option<&PageBuf> {
+        self.pages
+            .get(&pno)
+            .or_else(|| self.seen.get(&pno))
+            .or_else(|| {
+                self.clean
+                    .and_then(|c| c.get(&pno))
+                    .filter(|p| under_leases(le::u32_at(&p[..], BODY + 4)))
+            })
     }
 
     /// `pages` laid over `base` for one transaction ([`crate::txn::Txn`]), which keeps
@@ -64,6 +91,13 @@ impl<'a, R: MediaRead + ?Sized> Overlay<'a, R> {
             ..Overlay::new(base, pages)
         }
     }
+}
+
+/// Whether pages of kind `tag` hold objects that leases cover.
+fn under_leases(tag: u32) -> bool {
+    [Tag::Inodes, Tag::DirRoot, Tag::DirBucket, Tag::Radix]
+        .iter()
+        .any(|&t| t as u32 == tag)
 }
 
 /// Whether a whole-page image carries a checksum that matches its body.
@@ -116,10 +150,10 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
                 Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
                 None if off == 0 && n == PAGE as usize => {
                     let out = &mut buf[done..done + n];
-                    if let Some(p) = self.seen.get(&pno) {
+                    if let Some(p) = self.known(pno) {
                         out.copy_from_slice(&p[..]);
                     } else if read_whole_page(self.base, a, out)? {
-                        let mut p = zero_page();
+                        let mut p = PageBuf::to_overwrite();
                         p.copy_from_slice(out);
                         self.seen.insert(pno, p);
                     }
@@ -135,8 +169,7 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
     /// are not checksummed again: only their kind is checked. A page read from the
     /// mapping is checksummed once, by the torn-read check.
     fn checked_page(&mut self, pno: u64, tag: Tag) -> crate::error::Result<PageBuf> {
-        let known = self.pages.get(&pno).or_else(|| self.seen.get(&pno));
-        if let Some(p) = known {
+        if let Some(p) = self.known(pno) {
             if le::u32_at(&p[..], BODY + 4) != tag as u32 {
                 verify(p, pno, tag)?;
             }
@@ -145,7 +178,7 @@ impl<R: MediaRead + ?Sized> MediaRead for Overlay<'_, R> {
         if (pno + 1) * PAGE > self.media_size() {
             return read_checked(self, pno, tag);
         }
-        let mut p = zero_page();
+        let mut p = PageBuf::to_overwrite();
         let sound = read_whole_page(self.base, pno * PAGE, &mut p[..])?;
         if !sound || le::u32_at(&p[..], BODY + 4) != tag as u32 {
             // Reports what is wrong with it.

@@ -16,7 +16,7 @@
 
 mod io;
 
-pub use io::{FrameReader, Outbox, recv_frame, send_frame};
+pub use io::{FrameReader, Outbox, recv_frame, recv_frame_spinning, send_frame};
 
 use thiserror::Error;
 
@@ -201,6 +201,15 @@ pub enum Reply {
         domain: u16,
         /// How the client may reach its data.
         access: DataAccess,
+    },
+    /// A shipped batch was applied; these are the metadata pages the service wrote for
+    /// it, as pairs of page number and the page's trailer (checksum and kind), so that
+    /// libFS can keep its own image of a page the service wrote exactly as libFS did
+    /// instead of reading it back. (A plain [`Reply::Ok`] to a ship says the service
+    /// wrote more than it can list, and libFS forgets every page it changed.)
+    Shipped {
+        /// Page number, trailer, page number, trailer, ...
+        written: Vec<u64>,
     },
     /// A lease was granted.
     Granted {
@@ -539,6 +548,7 @@ pub fn encode_reply(id: u64, rep: &Reply) -> Vec<u8> {
             o.extend_from_slice(&domain.to_le_bytes());
             o.push(*access as u8);
         }),
+        Reply::Shipped { written } => frame(71, id, |o| put_u64s(o, written)),
         Reply::Granted { grant } => frame(69, id, |o| o.extend_from_slice(&grant.to_le_bytes())),
         Reply::Revoke { key, grant } => frame(70, id, |o| {
             o.extend_from_slice(&key.to_le_bytes());
@@ -600,6 +610,18 @@ pub fn decode_reply(b: &[u8]) -> Result<(u64, Reply), WireError> {
             key: r.u64("key")?,
             grant: r.u64("grant")?,
         },
+        71 => {
+            let at = r.pos;
+            let written = r.u64s("written pages")?;
+            if written.len() % 2 != 0 {
+                return Err(WireError {
+                    offset: at,
+                    field: "written pages",
+                    why: format!("{} values are not pairs", written.len()),
+                });
+            }
+            Reply::Shipped { written }
+        }
         t => {
             return Err(WireError {
                 offset: 0,

@@ -206,6 +206,11 @@ fn arb_reply() -> impl Strategy<Value = Reply> {
             .prop_map(|(domain, access)| Reply::Domain { domain, access }),
         any::<u64>().prop_map(|grant| Reply::Granted { grant }),
         (any::<u64>(), any::<u64>()).prop_map(|(key, grant)| Reply::Revoke { key, grant }),
+        proptest::collection::vec((any::<u64>(), any::<u64>()), 0..20).prop_map(|pairs| {
+            Reply::Shipped {
+                written: pairs.into_iter().flat_map(|(p, t)| [p, t]).collect(),
+            }
+        }),
     ]
 }
 

@@ -46,23 +46,90 @@ pub struct SetEffect {
     pub buckets_moved: u64,
 }
 
+#[derive(Clone, Copy, Default)]
 struct Table {
     block: Addr,
     size: u64,
 }
 
-fn table<T: TxMemory>(tx: &mut T, h: &Header, t: u64) -> Result<Table, AllocError> {
-    Ok(Table {
-        block: tx.tx_read_u64(h.root + root::table(t))?,
-        size: tx.tx_read_u64(h.root + root::size(t))?,
-    })
+/// The root's first 56 bytes as the running SET sees them: both tables (block, size,
+/// entries) and the rehash index. A SET reads them in one transactional read, its
+/// steps (rehash, expansion, insert) change this copy, and [`RootLine::write_back`]
+/// stores them in one transactional write if anything changed — instead of a read and
+/// a write through the transaction per field. Nothing else in a SET reads or writes
+/// these bytes (the allocator's fields follow them), so the copy is the transaction's
+/// view of them until it is written back.
+struct RootLine {
+    tables: [Table; 2],
+    used: [u64; 2],
+    rehash: u64,
+    changed: bool,
 }
 
-fn add_used<T: TxMemory>(tx: &mut T, h: &Header, t: u64, delta: i64) -> Result<(), AllocError> {
-    let at = h.root + root::used(t);
-    let used = tx.tx_read_u64(at)?;
-    tx.tx_write_u64(at, used.wrapping_add_signed(delta))?;
-    Ok(())
+/// Bytes of [`RootLine`] at the root's start.
+const ROOT_LINE: usize = 56;
+
+impl RootLine {
+    fn read<T: TxMemory>(tx: &mut T, h: &Header) -> Result<RootLine, AllocError> {
+        let mut b = [0u8; ROOT_LINE];
+        tx.tx_read(h.root, &mut b)?;
+        let w = |f: u64| {
+            let at = f as usize;
+            u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+        };
+        let t = |i: u64| Table {
+            block: w(root::table(i)),
+            size: w(root::size(i)),
+        };
+        Ok(RootLine {
+            tables: [t(0), t(1)],
+            used: [w(root::used(0)), w(root::used(1))],
+            rehash: w(root::REHASH),
+            changed: false,
+        })
+    }
+
+    fn write_back<T: TxMemory>(&self, tx: &mut T, h: &Header) -> Result<(), AllocError> {
+        if !self.changed {
+            return Ok(());
+        }
+        let mut b = [0u8; ROOT_LINE];
+        let mut put = |f: u64, v: u64| {
+            b[f as usize..f as usize + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        for t in 0..2 {
+            put(root::table(t), self.tables[t as usize].block);
+            put(root::size(t), self.tables[t as usize].size);
+            put(root::used(t), self.used[t as usize]);
+        }
+        put(root::REHASH, self.rehash);
+        tx.tx_write(h.root, &b)?;
+        Ok(())
+    }
+
+    fn rehashing(&self) -> bool {
+        self.rehash != NOT_REHASHING
+    }
+}
+
+/// An entry's `next`, `hash` and lengths, read in one transactional read.
+struct EntryHead {
+    next: Addr,
+    hash: u64,
+    key_len: usize,
+    value_len: usize,
+}
+
+fn entry_head<T: TxMemory>(tx: &mut T, e: Addr) -> Result<EntryHead, AllocError> {
+    let mut b = [0u8; 24];
+    tx.tx_read(e + entry::NEXT, &mut b)?;
+    let w = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    Ok(EntryHead {
+        next: w(0),
+        hash: w(1),
+        key_len: w(2) as u32 as usize,
+        value_len: (w(2) >> 32) as usize,
+    })
 }
 
 /// Stores `value` under `key` in one running transaction: a rehash step, an expansion
@@ -73,86 +140,129 @@ pub fn set<T: SegTx>(
     key: &[u8],
     value: &[u8],
 ) -> Result<SetEffect, AllocError> {
+    set_hashed(tx, h, key, value, hash_key(h.seed, key))
+}
+
+/// [`set`] of a key whose hash the caller computed already.
+pub fn set_hashed<T: SegTx>(
+    tx: &mut T,
+    h: &Header,
+    key: &[u8],
+    value: &[u8],
+    hash: u64,
+) -> Result<SetEffect, AllocError> {
     let mut effect = SetEffect::default();
-    if tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING {
-        effect.buckets_moved = rehash_step(tx, h)?;
+    let mut line = RootLine::read(tx, h)?;
+    if line.rehashing() {
+        effect.buckets_moved = rehash_step(tx, h, &mut line)?;
     }
-    let hash = hash_key(h.seed, key);
-    if let Some((link, old)) = find(tx, h, key, hash)? {
+    if let Some((link, old, head)) = find(tx, &line, key, hash)? {
         effect.replaced = true;
-        replace(tx, h, link, old, key, value)?;
+        replace(tx, h, link, old, &head, key, value)?;
     } else {
-        effect.expanded = expand_if_needed(tx, h)?;
-        insert(tx, h, key, value, hash)?;
+        effect.expanded = expand_if_needed(tx, h, &mut line)?;
+        insert(tx, h, &mut line, key, value, hash)?;
     }
+    line.write_back(tx, h)?;
     let sets = tx.tx_read_u64(h.root + root::SETS)?;
     tx.tx_write_u64(h.root + root::SETS, sets + 1)?;
     Ok(effect)
 }
 
-/// Starts fetching the cache lines of `key`'s bucket slots into the cache (table 0's,
-/// and table 1's during a rehash), so that the miss a SET takes on its bucket overlaps
-/// the work before its probe (parsing the request, attaching the redo log). A hint
-/// only: it reads the root's committed fields, changes nothing, and a stale table
-/// merely fetches a line for nothing. `seg` is the segment, readable (switched in).
-pub fn prefetch_buckets(seg: &[u8], h: &Header, key: &[u8]) {
-    let field = |f: u64| {
-        let at = (h.root + f) as usize;
-        seg.get(at..at + 8)
-            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    };
-    let hash = hash_key(h.seed, key);
-    let tables = if field(root::REHASH) == NOT_REHASHING {
-        1
-    } else {
-        2
-    };
-    for t in 0..tables {
-        let (block, size) = (field(root::table(t)), field(root::size(t)));
-        if block == 0 || size == 0 {
-            continue;
+/// The tables a SET probes, as of the last committed state a client saw: table 0's
+/// block and size, and table 1's during a rehash (block 0: none). A hint for
+/// prefetching only (see [`prefetch_slots`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tables(pub [(Addr, u64); 2]);
+
+impl Tables {
+    /// The tables as the root's committed fields name them; `seg` is the segment,
+    /// readable (switched in).
+    pub fn read(seg: &[u8], h: &Header) -> Tables {
+        let field = |f: u64| {
+            let at = (h.root + f) as usize;
+            seg.get(at..at + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        let mut t = Tables::default();
+        let tables = if field(root::REHASH) == NOT_REHASHING {
+            1
+        } else {
+            2
+        };
+        for (i, tb) in t.0.iter_mut().enumerate().take(tables) {
+            *tb = (field(root::table(i as u64)), field(root::size(i as u64)));
         }
-        if let Some(line) = seg.get(slot(block, hash & (size - 1)) as usize) {
-            prefetch(line);
+        t
+    }
+
+    /// The bucket slots of `hash` in these tables.
+    fn slots(&self, hash: u64) -> impl Iterator<Item = Addr> + '_ {
+        self.0
+            .iter()
+            .filter(|(block, size)| *block != 0 && *size != 0)
+            .map(move |&(block, size)| slot(block, hash & (size - 1)))
+    }
+}
+
+/// Starts fetching the cache lines of the bucket slots of `hash` in `tables` (a
+/// store's segment is `seg_len` bytes at `base`), so that the miss a SET takes on its
+/// bucket overlaps the work before its probe (the switch in, parsing the request). A
+/// hint only: a prefetch reads nothing architecturally and never faults, so it may be
+/// issued before switching in, from tables remembered from an earlier SET; stale
+/// tables merely fetch a line for nothing.
+pub fn prefetch_slots(base: *const u8, seg_len: u64, tables: &Tables, hash: u64) {
+    for at in tables.slots(hash).filter(|&a| a + 8 <= seg_len) {
+        prefetch(base.wrapping_add(at as usize));
+    }
+}
+
+/// Starts fetching the first entry of each of `hash`'s chains (switched in: the
+/// slots are read), so that the probe's second dependent miss overlaps the work
+/// between this call and the probe too. A hint only, like [`prefetch_slots`].
+pub fn prefetch_entries(seg: &[u8], tables: &Tables, hash: u64) {
+    for at in tables.slots(hash) {
+        let e = seg
+            .get(at as usize..at as usize + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        if e != 0 && e + entry::KEY < seg.len() as u64 {
+            prefetch(seg[e as usize..].as_ptr());
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-fn prefetch(at: &u8) {
+fn prefetch(at: *const u8) {
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    // SAFETY: a prefetch has no architectural effect; `at` is a valid reference.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>((at as *const u8).cast()) };
+    // SAFETY: a prefetch has no architectural effect and never faults, whatever the
+    // address (it is not dereferenced).
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast()) };
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn prefetch(_at: &u8) {}
+fn prefetch(_at: *const u8) {}
 
-/// The link that points to `key`'s entry (a bucket slot or a `next` field) and the
-/// entry, searching table 0 and, during a rehash, table 1.
+/// The link that points to `key`'s entry (a bucket slot or a `next` field), the entry
+/// and its head, searching table 0 and, during a rehash, table 1.
 fn find<T: TxMemory>(
     tx: &mut T,
-    h: &Header,
+    line: &RootLine,
     key: &[u8],
     hash: u64,
-) -> Result<Option<(Addr, Addr)>, AllocError> {
-    let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
-    for t in 0..if rehashing { 2 } else { 1 } {
-        let tb = table(tx, h, t)?;
+) -> Result<Option<(Addr, Addr, EntryHead)>, AllocError> {
+    for tb in &line.tables[..if line.rehashing() { 2 } else { 1 }] {
         if tb.block == 0 {
             continue;
         }
         let mut link = slot(tb.block, hash & (tb.size - 1));
         let mut e = tx.tx_read_u64(link)?;
         while e != 0 {
-            if tx.tx_read_u64(e + entry::HASH)? == hash {
-                let lens = tx.tx_read_u64(e + entry::LENS)?;
-                if lens as u32 as usize == key.len() && key_is(tx, e + entry::KEY, key)? {
-                    return Ok(Some((link, e)));
-                }
+            let head = entry_head(tx, e)?;
+            if head.hash == hash && head.key_len == key.len() && key_is(tx, e + entry::KEY, key)? {
+                return Ok(Some((link, e, head)));
             }
             link = e + entry::NEXT;
-            e = tx.tx_read_u64(link)?;
+            e = head.next;
         }
     }
     Ok(None)
@@ -213,18 +323,16 @@ fn replace<T: SegTx>(
     h: &Header,
     link: Addr,
     old: Addr,
+    head: &EntryHead,
     key: &[u8],
     value: &[u8],
 ) -> Result<(), AllocError> {
-    let lens = tx.tx_read_u64(old + entry::LENS)?;
-    if (lens >> 32) as usize == value.len() {
+    if head.value_len == value.len() {
         tx.tx_write(old + entry::KEY + key.len() as u64, value)?;
         return Ok(());
     }
-    let next = tx.tx_read_u64(old + entry::NEXT)?;
-    let hash = tx.tx_read_u64(old + entry::HASH)?;
     let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
-    write_entry(tx, e, next, hash, key, value)?;
+    write_entry(tx, e, head.next, head.hash, key, value)?;
     tx.tx_write_u64(link, e)?;
     heap::free(tx, h, old)
 }
@@ -232,19 +340,21 @@ fn replace<T: SegTx>(
 fn insert<T: SegTx>(
     tx: &mut T,
     h: &Header,
+    line: &mut RootLine,
     key: &[u8],
     value: &[u8],
     hash: u64,
 ) -> Result<(), AllocError> {
-    let rehashing = tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING;
-    let t = u64::from(rehashing);
+    let t = usize::from(line.rehashing());
     let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
-    let tb = table(tx, h, t)?;
+    let tb = line.tables[t];
     let at = slot(tb.block, hash & (tb.size - 1));
     let head = tx.tx_read_u64(at)?;
     write_entry(tx, e, head, hash, key, value)?;
     tx.tx_write_u64(at, e)?;
-    add_used(tx, h, t, 1)
+    line.used[t] += 1;
+    line.changed = true;
+    Ok(())
 }
 
 /// A zeroed table of `size` buckets; returns its block.
@@ -257,39 +367,48 @@ fn new_table<T: SegTx>(tx: &mut T, h: &Header, size: u64) -> Result<Addr, AllocE
 
 /// Creates table 0 (4 buckets, Redis's initial size) or starts a rehash into a table
 /// for twice the entries, when table 0 is full (Redis's load factor 1).
-fn expand_if_needed<T: SegTx>(tx: &mut T, h: &Header) -> Result<bool, AllocError> {
-    if tx.tx_read_u64(h.root + root::REHASH)? != NOT_REHASHING {
+fn expand_if_needed<T: SegTx>(
+    tx: &mut T,
+    h: &Header,
+    line: &mut RootLine,
+) -> Result<bool, AllocError> {
+    if line.rehashing() {
         return Ok(false);
     }
-    let t0 = table(tx, h, 0)?;
+    let t0 = line.tables[0];
     if t0.block == 0 {
-        let block = new_table(tx, h, 4)?;
-        tx.tx_write_u64(h.root + root::table(0), block)?;
-        tx.tx_write_u64(h.root + root::size(0), 4)?;
+        line.tables[0] = Table {
+            block: new_table(tx, h, 4)?,
+            size: 4,
+        };
+        line.changed = true;
         return Ok(false);
     }
-    let used = tx.tx_read_u64(h.root + root::used(0))?;
+    let used = line.used[0];
     if used < t0.size {
         return Ok(false);
     }
     let size = (used * 2).next_power_of_two();
-    let block = new_table(tx, h, size)?;
-    tx.tx_write_u64(h.root + root::table(1), block)?;
-    tx.tx_write_u64(h.root + root::size(1), size)?;
-    tx.tx_write_u64(h.root + root::used(1), 0)?;
-    tx.tx_write_u64(h.root + root::REHASH, 0)?;
+    line.tables[1] = Table {
+        block: new_table(tx, h, size)?,
+        size,
+    };
+    line.used[1] = 0;
+    line.rehash = 0;
+    line.changed = true;
     Ok(true)
 }
 
 /// Redis's `dictRehash(d, 1)`: moves the next non-empty bucket of table 0 (visiting at
 /// most ten empty ones) to table 1; finishes the rehash when table 0 is empty.
 /// Returns the buckets moved (0 or 1).
-fn rehash_step<T: SegTx>(tx: &mut T, h: &Header) -> Result<u64, AllocError> {
-    let (t0, t1) = (table(tx, h, 0)?, table(tx, h, 1)?);
-    let mut idx = tx.tx_read_u64(h.root + root::REHASH)?;
+fn rehash_step<T: SegTx>(tx: &mut T, h: &Header, line: &mut RootLine) -> Result<u64, AllocError> {
+    let [t0, t1] = line.tables;
+    let mut idx = line.rehash;
     let mut moved = 0;
     let mut empty_visits = 10;
-    while idx < t0.size && tx.tx_read_u64(h.root + root::used(0))? != 0 {
+    // Table 0's count changes only when a bucket moves, which ends the loop.
+    while idx < t0.size && line.used[0] != 0 {
         let mut e = tx.tx_read_u64(slot(t0.block, idx))?;
         if e == 0 {
             idx += 1;
@@ -299,10 +418,10 @@ fn rehash_step<T: SegTx>(tx: &mut T, h: &Header) -> Result<u64, AllocError> {
             }
             continue;
         }
-        let mut n = 0i64;
+        let mut n = 0;
         while e != 0 {
-            let next = tx.tx_read_u64(e + entry::NEXT)?;
-            let to = slot(t1.block, tx.tx_read_u64(e + entry::HASH)? & (t1.size - 1));
+            let head = entry_head(tx, e)?;
+            let (next, to) = (head.next, slot(t1.block, head.hash & (t1.size - 1)));
             let head = tx.tx_read_u64(to)?;
             tx.tx_write_u64(e + entry::NEXT, head)?;
             tx.tx_write_u64(to, e)?;
@@ -310,21 +429,19 @@ fn rehash_step<T: SegTx>(tx: &mut T, h: &Header) -> Result<u64, AllocError> {
             n += 1;
         }
         tx.tx_write_u64(slot(t0.block, idx), 0)?;
-        add_used(tx, h, 0, -n)?;
-        add_used(tx, h, 1, n)?;
+        line.used[0] = line.used[0].wrapping_sub(n);
+        line.used[1] = line.used[1].wrapping_add(n);
         idx += 1;
         moved = 1;
         break;
     }
-    if tx.tx_read_u64(h.root + root::used(0))? == 0 {
+    if line.used[0] == 0 {
         heap::free(tx, h, t0.block)?;
-        for f in [root::table(0), root::size(0), root::used(0)] {
-            let v = tx.tx_read_u64(h.root + f + 24)?;
-            tx.tx_write_u64(h.root + f, v)?;
-            tx.tx_write_u64(h.root + f + 24, 0)?;
-        }
+        line.tables = [t1, Table::default()];
+        line.used = [line.used[1], 0];
         idx = NOT_REHASHING;
     }
-    tx.tx_write_u64(h.root + root::REHASH, idx)?;
+    line.rehash = idx;
+    line.changed = true;
     Ok(moved)
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use pmlab_native::{CpuPersistFeatures, PersistMode};
 use pmlab_spine::Memory;
-use pmlab_tx::{Area, FaultPlan, Protocol, Recovery, RedoBuffers, RedoProtocol};
+use pmlab_tx::{Area, FaultPlan, Protocol, Recovery, RedoProtocol};
 use pmlab_vas::native::{Mechanism, MechanismChoice, NativeSpaces, SegLock};
 use pmlab_vas::{Access, AttachTo, Mode, SegCtl, SegId, SpaceJmp, VasError, VasHandle};
 
@@ -70,10 +70,15 @@ pub struct KvStore {
     scratch: Scratch,
     last_recovery: Option<Recovery>,
     dead_holders: Vec<u32>,
-    /// The redo protocol's buffers, kept from one SET to the next.
-    redo_buffers: RedoBuffers,
+    /// The redo protocol of the last SET, attached again by the next one (its
+    /// buffers kept; `None` until the first SET and after a change of domain or
+    /// faults).
+    redo: Option<RedoProtocol<SegMem>>,
     /// A SET's key and value copied out of the scratch heap, kept likewise.
     set_args: (Vec<u8>, Vec<u8>),
+    /// The tables as the last SET left them: where the next SET prefetches its
+    /// bucket before switching in (a hint; see [`dict::prefetch_slots`]).
+    tables_seen: dict::Tables,
 }
 
 impl KvStore {
@@ -183,14 +188,16 @@ impl KvStore {
             scratch: unsafe { Scratch::new(scratch_base, SCRATCH_BYTES as usize) },
             last_recovery: None,
             dead_holders: Vec::new(),
-            redo_buffers: RedoBuffers::default(),
+            redo: None,
             set_args: Default::default(),
+            tables_seen: Default::default(),
         })
     }
 
     /// Runs SETs with `faults` (a deliberately broken variant: tests only).
     pub fn with_faults(mut self, faults: Faults) -> KvStore {
         self.faults = faults;
+        self.redo = None;
         self
     }
 
@@ -198,6 +205,7 @@ impl KvStore {
     /// [`crate::persist`]; [`Persist::Power`] unless asked).
     pub fn with_persist(mut self, p: Persist) -> KvStore {
         self.persist = p;
+        self.redo = None;
         self
     }
 
@@ -375,11 +383,16 @@ impl KvStore {
         let rw = self
             .rw
             .ok_or_else(|| KvError::ReadOnly(self.name.clone()))?;
+        let h = self.header();
+        let hash = crate::layout::hash_key(h.seed, key);
+        // The bucket's miss overlaps the switch in (the lock's atomic operations).
+        dict::prefetch_slots(self.base, self.size, &self.tables_seen, hash);
         let r = self.spaces.vas_switch(rw)?;
         self.note_switch(r);
         let mut copied = std::mem::take(&mut self.set_args);
-        let out = self.set_inside(key, value, &mut copied);
+        let out = self.set_inside(key, value, hash, &mut copied);
         self.set_args = copied;
+        self.tables_seen = dict::Tables::read(self.seg(), &h);
         self.spaces.vas_switch_home()?;
         out
     }
@@ -390,15 +403,23 @@ impl KvStore {
         &mut self,
         key: &[u8],
         value: &[u8],
+        hash: u64,
         (ck, cv): &mut (Vec<u8>, Vec<u8>),
     ) -> Result<SetEffect, KvError> {
         let h = self.header();
-        dict::prefetch_buckets(self.seg(), &h, key);
+        // The tables as committed now (another writer may have resized them).
+        let tables = dict::Tables::read(self.seg(), &h);
+        if tables != self.tables_seen {
+            dict::prefetch_slots(self.base, self.size, &tables, hash);
+        }
         let n = self
             .scratch
             .encode(&[b"SET", key, value])
             .ok_or_else(|| too_big("value"))?;
         let (args, _) = self.scratch.parse::<3>(n).ok_or_else(|| too_big("value"))?;
+        // The bucket has had the switch and the parse to arrive; its chain's first
+        // entry gets the copies, the attach and the transaction's start.
+        dict::prefetch_entries(self.seg(), &tables, hash);
         // The transaction buffers its stores in the process's own memory, so the
         // arguments are copied out of the scratch heap once.
         self.scratch.arg_into(args[1], ck);
@@ -426,30 +447,42 @@ impl KvStore {
         // transaction is in place and replaying it (as recovery would, the log never
         // being cleared) would change nothing.
         let applied = self.root_u64(&h, root::RECOVERED) == recoveries;
-        let p = if applied || self.faults.never_recover {
-            RedoProtocol::attach_applied(self.mem(), log, data)?.with_faults(self.faults.tx)
-        } else {
-            let mut p = RedoProtocol::attach(self.mem(), log, data)?.with_faults(self.faults.tx);
-            self.last_recovery = Some(p.recover()?);
-            p
+        // The protocol stays in place from one SET to the next (it is attached again,
+        // not rebuilt, and never moved).
+        let p = match &mut self.redo {
+            Some(p) => {
+                p.reattach()?;
+                p
+            }
+            slot @ None => slot.insert(
+                RedoProtocol::attach(
+                    // SAFETY: as `mem`: switched into the read-write VAS.
+                    unsafe { SegMem::new(self.base, self.size, self.flush_mode, self.persist) },
+                    log,
+                    data,
+                )?
+                .with_faults(self.faults.tx),
+            ),
         };
-        let mut p = p.with_buffers(std::mem::take(&mut self.redo_buffers));
+        if applied || self.faults.never_recover {
+            p.assume_applied();
+        } else {
+            self.last_recovery = Some(p.recover()?);
+        }
         p.begin()?;
         let r = (|| {
             if p.read_u64(h.root + root::RECOVERED)? != recoveries {
                 p.write_u64(h.root + root::RECOVERED, recoveries)?;
             }
-            dict::set(&mut p, &h, key, value)
+            dict::set_hashed(p, &h, key, value, hash)
         })();
-        let out = match r {
+        match r {
             Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),
             Err(e) => p
                 .abort()
                 .map_err(KvError::from)
                 .and(Err(map(e, &self.name))),
-        };
-        self.redo_buffers = p.into_buffers();
-        out
+        }
     }
 
     /// Checks the whole store under the shared lock (see [`crate::check`]).

@@ -100,7 +100,7 @@ pub use redo::{
     REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoImage, RedoLog, RedoRecord, RedoRecovery, RedoTx,
     decode_redo, decode_redo_with, encode_redo, redo_body_len, redo_record_len,
 };
-pub use redo_protocol::{RedoBuffers, RedoProtocol};
+pub use redo_protocol::RedoProtocol;
 pub use txmem::{Batch, Staged, TxMemory};
 pub use undo::{
     UNDO_HEADER, UNDO_MAGIC, UndoDecodeError, UndoLog, UndoRecord, UndoRecovery, UndoTx,

@@ -26,10 +26,29 @@ impl Extent {
 
 /// The bytes a redo transaction wrote: disjoint extents in address order, overlapping
 /// or adjacent writes merged (the later bytes win).
+///
+/// A transaction reads far more often than it writes, and mostly bytes it did not
+/// write (a hash table's probe, say), so a read first asks a one-word filter of the
+/// lines written: a bit per line hashed to 64, set by every insert. A read whose lines
+/// have no bit set skips the search of the extents; a set bit (the line, or another
+/// hashed to the same bit) searches them as before, so the filter changes no result.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WriteSet {
     extents: Vec<Extent>,
     arena: Vec<u8>,
+    lines: u64,
+}
+
+/// The filter bits of the lines `[addr, end)` touches; all bits when they are many.
+#[inline]
+fn line_bits(addr: Addr, end: Addr) -> u64 {
+    let (first, last) = (addr / LINE, (end - 1) / LINE);
+    if last - first >= 8 {
+        return u64::MAX;
+    }
+    (first..=last).fold(0, |m, l| {
+        m | 1 << (l.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
+    })
 }
 
 impl WriteSet {
@@ -37,6 +56,7 @@ impl WriteSet {
     pub(crate) fn clear(&mut self) {
         self.extents.clear();
         self.arena.clear();
+        self.lines = 0;
     }
 
     /// Whether nothing was written.
@@ -61,6 +81,7 @@ impl WriteSet {
     /// What adding `[addr, addr + len)` would do, priced by `cost` per extent length:
     /// the cost of the extents it merges away and the length of the extent it makes
     /// (so that a caller can check a log bound before changing anything).
+    #[cfg(test)]
     pub(crate) fn cost_after(&self, addr: Addr, len: u64, cost: impl Fn(u64) -> u64) -> (u64, u64) {
         let end = addr + len;
         let (first, last) = self.touching(addr, end);
@@ -70,10 +91,39 @@ impl WriteSet {
         (merged.iter().map(|e| cost(e.len)).sum(), hi - lo)
     }
 
-    /// Records `data` at `addr`.
+    /// Records `data` at `addr` (not empty).
     pub(crate) fn insert(&mut self, addr: Addr, data: &[u8]) {
         let end = addr + data.len() as u64;
         let (first, last) = self.touching(addr, end);
+        self.insert_touching(addr, data, (first, last));
+    }
+
+    /// [`WriteSet::insert`] if `accept(removed, added)` says so: the cost (`cost` per
+    /// extent length) of the extents the insert merges away and the length of the
+    /// extent it makes, so that a caller can check a log bound first, searching the extents once for both; returns
+    /// whether it inserted.
+    pub(crate) fn insert_if(
+        &mut self,
+        addr: Addr,
+        data: &[u8],
+        cost: impl Fn(u64) -> u64,
+        accept: impl FnOnce(u64, u64) -> bool,
+    ) -> bool {
+        let end = addr + data.len() as u64;
+        let (first, last) = self.touching(addr, end);
+        let merged = &self.extents[first..last];
+        let lo = merged.first().map_or(addr, |e| e.addr.min(addr));
+        let hi = merged.last().map_or(end, |e| e.end().max(end));
+        if !accept(merged.iter().map(|e| cost(e.len)).sum(), hi - lo) {
+            return false;
+        }
+        self.insert_touching(addr, data, (first, last));
+        true
+    }
+
+    fn insert_touching(&mut self, addr: Addr, data: &[u8], (first, last): (usize, usize)) {
+        let end = addr + data.len() as u64;
+        self.lines |= line_bits(addr, end);
         if last == first + 1 {
             let e = self.extents[first];
             if e.addr <= addr && end <= e.end() {
@@ -138,7 +188,17 @@ impl WriteSet {
     }
 
     /// Lays the recorded bytes that overlap `[addr, addr + buf.len())` over `buf`.
+    #[inline]
     pub(crate) fn overlay(&self, addr: Addr, buf: &mut [u8]) {
+        let end = addr + buf.len() as u64;
+        if buf.is_empty() || self.lines & line_bits(addr, end) == 0 {
+            return;
+        }
+        self.overlay_extents(addr, buf);
+    }
+
+    /// [`WriteSet::overlay`] past the filter: the search of the extents.
+    fn overlay_extents(&self, addr: Addr, buf: &mut [u8]) {
         let end = addr + buf.len() as u64;
         let first = self.extents.partition_point(|e| e.end() <= addr);
         for e in &self.extents[first..] {
@@ -279,6 +339,22 @@ mod tests {
                 for (i, b) in data.iter().enumerate() {
                     model[addr + i] = Some(*b);
                 }
+                // Small reads anywhere (most of them pass the line filter alone) see
+                // exactly the model's bytes.
+                for _ in 0..8 {
+                    let len = rng.gen_range(1..24usize);
+                    let at = rng.gen_range(0..512 - len);
+                    let mut buf = vec![0x55u8; len];
+                    ws.overlay(at as u64, &mut buf);
+                    for (i, b) in buf.iter().enumerate() {
+                        assert_eq!(*b, model[at + i].unwrap_or(0x55), "byte {}", at + i);
+                    }
+                }
+                // An insert refused by its price changes nothing.
+                let before: Vec<(u64, Vec<u8>)> = ws.iter().map(|(a, d)| (a, d.to_vec())).collect();
+                assert!(!ws.insert_if(addr as u64, &[1, 2, 3], |l| l, |_, _| false));
+                let after: Vec<(u64, Vec<u8>)> = ws.iter().map(|(a, d)| (a, d.to_vec())).collect();
+                assert_eq!(before, after);
             }
             let mut buf = vec![0xAAu8; 512];
             ws.overlay(0, &mut buf);
@@ -313,6 +389,7 @@ mod tests {
                 },
             ],
             arena: vec![0; 8],
+            lines: u64::MAX,
         };
         w.debug_check_around(0);
     }

@@ -38,16 +38,6 @@ pub struct RedoProtocol<M: Memory> {
     stats: TxStats,
 }
 
-/// The buffers a redo protocol fills in every transaction (its write set and the log
-/// image it encodes), for a caller that attaches a protocol per transaction — the
-/// key-value store attaches one per SET, since another writer may have committed in
-/// between — so that a commit allocates nothing once they have grown.
-#[derive(Debug, Default)]
-pub struct RedoBuffers {
-    writes: WriteSet,
-    buf: Vec<u8>,
-}
-
 fn corrupt(log: Area, offset: u64, field: &'static str, problem: String) -> TxError {
     TxError::Corrupt {
         structure: "redo log",
@@ -68,21 +58,12 @@ impl<M: Memory> RedoProtocol<M> {
 
     /// Attaches to a redo log formatted earlier (checking its magic; writing nothing).
     /// [`Protocol::recover`] must run before the first transaction.
-    pub fn attach(mut mem: M, log: Area, data: Area) -> Result<Self, TxError> {
+    pub fn attach(mem: M, log: Area, data: Area) -> Result<Self, TxError> {
         check_areas(&mem, log, data)?;
-        let magic = mem.read_u64(log.base)?;
-        if magic != REDO_MAGIC {
-            return Err(TxError::BadHeader {
-                structure: "redo log",
-                addr: log.base,
-                offset: 0,
-                field: "magic",
-                problem: format!("{magic:#018x} is not {REDO_MAGIC:#018x}: not a redo log"),
-            });
-        }
-        let seq = mem.read_u64(log.base + 8)?;
-        let handle = RedoLog::attached(log.base, log.len, seq.wrapping_add(1));
-        Ok(Self::new(mem, handle, data, Phase::NeedsRecovery))
+        let handle = RedoLog::attached(log.base, log.len, 0);
+        let mut p = Self::new(mem, handle, data, Phase::NeedsRecovery);
+        p.reattach()?;
+        Ok(p)
     }
 
     /// Attaches to a redo log whose last committed transaction the caller knows to be
@@ -93,8 +74,44 @@ impl<M: Memory> RedoProtocol<M> {
     /// cannot know, use [`RedoProtocol::attach`] and recover.
     pub fn attach_applied(mem: M, log: Area, data: Area) -> Result<Self, TxError> {
         let mut p = Self::attach(mem, log, data)?;
-        p.phase = Phase::Idle;
+        p.assume_applied();
         Ok(p)
+    }
+
+    /// Attaches this protocol to its log again, as [`RedoProtocol::attach`] does (the
+    /// log's magic checked, its sequence number read, recovery needed before the next
+    /// transaction; a transaction left running is dropped), keeping the buffers of
+    /// its write set and log image. For a caller that attaches per transaction — the
+    /// key-value store attaches before every SET, since another writer may have
+    /// committed in between — so that a transaction allocates nothing once they have
+    /// grown.
+    pub fn reattach(&mut self) -> Result<(), TxError> {
+        let base = self.log.base();
+        let magic = self.mem.read_u64(base)?;
+        if magic != REDO_MAGIC {
+            return Err(TxError::BadHeader {
+                structure: "redo log",
+                addr: base,
+                offset: 0,
+                field: "magic",
+                problem: format!("{magic:#018x} is not {REDO_MAGIC:#018x}: not a redo log"),
+            });
+        }
+        let seq = self.mem.read_u64(base + 8)?;
+        self.log = RedoLog::attached(base, self.log.len(), seq.wrapping_add(1))
+            .with_faults(self.log.faults());
+        self.writes.clear();
+        self.log_len = REDO_HEADER;
+        self.phase = Phase::NeedsRecovery;
+        Ok(())
+    }
+
+    /// Skips the recovery an attach requires, on the caller's knowledge that the log's
+    /// last transaction is wholly applied (see [`RedoProtocol::attach_applied`]).
+    pub fn assume_applied(&mut self) {
+        if self.phase == Phase::NeedsRecovery {
+            self.phase = Phase::Idle;
+        }
     }
 
     fn new(mem: M, log: RedoLog, data: Area, phase: Phase) -> Self {
@@ -108,24 +125,6 @@ impl<M: Memory> RedoProtocol<M> {
             buf: Vec::new(),
             committed: 0,
             stats: TxStats::default(),
-        }
-    }
-
-    /// Takes `b` as the buffers of its write set and log image (see [`RedoBuffers`]).
-    pub fn with_buffers(mut self, mut b: RedoBuffers) -> Self {
-        b.writes.clear();
-        self.writes = b.writes;
-        self.buf = b.buf;
-        self
-    }
-
-    /// Gives back the write set's and log image's buffers, emptied but with their
-    /// capacity, for the next protocol attached to reuse.
-    pub fn into_buffers(mut self) -> RedoBuffers {
-        self.writes.clear();
-        RedoBuffers {
-            writes: self.writes,
-            buf: self.buf,
         }
     }
 
@@ -291,16 +290,21 @@ impl<M: Memory> Protocol for RedoProtocol<M> {
         if len == 0 {
             return Ok(());
         }
-        let (removed, added) = self.writes.cost_after(addr, len, redo_record_len);
-        let needed = self.log_len - removed + redo_record_len(added);
-        if needed > self.log.len() {
+        let (log_len, log_cap) = (self.log_len, self.log.len());
+        let mut needed = 0;
+        let fits = self
+            .writes
+            .insert_if(addr, data, redo_record_len, |removed, added| {
+                needed = log_len - removed + redo_record_len(added);
+                needed <= log_cap
+            });
+        if !fits {
             return Err(TxError::LogFull {
                 kind: "redo",
                 needed: needed - REDO_HEADER,
                 capacity: self.log.capacity(),
             });
         }
-        self.writes.insert(addr, data);
         self.log_len = needed;
         self.stats.writes += 1;
         self.stats.write_bytes += len;

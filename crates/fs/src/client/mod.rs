@@ -98,6 +98,7 @@ impl Client {
             clean: Default::default(),
             batch_pages: Default::default(),
             inflight: Vec::new(),
+            written: Some(Default::default()),
             journal: Vec::new(),
             inodes: BTreeSet::new(),
             pages: FxHashMap::default(),
@@ -376,8 +377,8 @@ impl State {
     /// read without a lease covering them (a name's object, looked up under the
     /// bucket's names lease): every cached inode goes then (`whole`, or a bucket key).
     fn forget_before_grants(&mut self, keys: &[(u64, bool)], whole: bool) {
-        // Pages the local check kept from the mapping (already gone with the ship
-        // before asking; gone again, should a grant ever come without one).
+        // Pages kept clean were read or written under the leases held before: a new
+        // grant may cover objects others changed meanwhile.
         self.clean.clear();
         if whole || keys.iter().any(|&(k, _)| bucket_of_key(k).is_some()) {
             self.cache.clear();

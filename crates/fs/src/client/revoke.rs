@@ -50,7 +50,7 @@ fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
     let mut ok = true;
     if let Some(inos) = s.register_opens(|_| true) {
         match conn.send(&Request::Opened { inos }, &[]) {
-            Ok(id) => s.inflight.push(id),
+            Ok(id) => s.inflight.push((id, false)),
             Err(_) => ok = false,
         }
     }
@@ -58,7 +58,7 @@ fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
     // already replaced): the release of an old grant changes nothing at the service,
     // and a revocation left unanswered gets the client dropped.
     match conn.send(&Request::Release { key, grant }, &batch) {
-        Ok(id) => s.inflight.push(id),
+        Ok(id) => s.inflight.push((id, !batch.is_empty())),
         Err(_) => ok = false,
     }
     // The overlay (and what was cached through it) goes only once the service has
@@ -75,5 +75,6 @@ fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
         s.record_loss("the service connection is gone");
     }
     s.overlay.clear();
+    s.written = Some(Default::default());
     s.forget_cached();
 }

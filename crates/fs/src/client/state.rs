@@ -18,7 +18,7 @@ use crate::map::{Map, ReadOnly};
 use crate::mkfs::now_ns;
 use crate::overlay::Overlay;
 use crate::pool::PagePool;
-use crate::proto::Request;
+use crate::proto::{Reply, Request};
 use crate::radix;
 use crate::txn::{Changes, Clean};
 use crate::view::{MediaView, PageSource};
@@ -47,20 +47,28 @@ pub struct State {
     pub(super) gid: u32,
     pub(super) overlay: Changes,
     /// Pages the local check ([`State::record_all`]) read from the mapping and found
-    /// sound while the overlay stands: it reads the same domain table, bitmap and
+    /// sound, and pages of the overlay the service wrote exactly as the overlay showed
+    /// them ([`State::ship`]): libFS reads the same domain table, bitmap, inode and
     /// directory pages operation after operation, and each read from the mapping is a
-    /// 4 KiB copy and checksum. Like the overlay, they are the check's own prediction
-    /// of what the service will see (stale only where the service applied what this
-    /// client shipped, or where others changed what no lease of this client covers,
-    /// which the service checks again anyway); they go with the overlay, with every
-    /// lease acquired or given back ([`State::forget_cached`]), and where the service
+    /// 4 KiB copy (from another core's cache, where the service just wrote it) and a
+    /// checksum. They are stale only where others changed what no lease of this client
+    /// covers (the service checks every batch again anyway); they go with every lease
+    /// acquired or given back ([`State::forget_cached`]), where the service wrote a page
+    /// otherwise than the overlay showed or without listing what it wrote, and where it
     /// changed them for this client (a new domain, reserved pages and inodes, a change
-    /// of attributes). Reads outside the check ([`State::with_view`]) do not use them.
+    /// of attributes, a close that may free an unlinked file). Reads outside the check
+    /// ([`State::with_view`]) use only those of objects under leases (see
+    /// [`Overlay::with_clean`]).
     pub(super) clean: Clean,
     /// Pages the journal not yet shipped changes (what one service transaction holds).
     pub(super) batch_pages: FxHashSet<u64>,
-    /// Requests (ships, registrations, releases) whose replies were not waited for yet.
-    pub(super) inflight: Vec<u64>,
+    /// Requests (ships, registrations, releases) whose replies were not waited for yet,
+    /// and whether each carried a batch.
+    pub(super) inflight: Vec<(u64, bool)>,
+    /// The metadata pages the service wrote for the batches applied since the overlay
+    /// was last dropped, with their trailers, as its replies listed them (`None`: a
+    /// batch was applied without a list). See [`State::ship`].
+    pub(super) written: Option<FxHashMap<u64, u64>>,
     pub(super) journal: Vec<Op>,
     /// Inodes reserved to this client (looked up and removed by every create).
     pub(super) inodes: BTreeSet<u64>,
@@ -136,7 +144,7 @@ impl State {
         f: impl FnOnce(&mut MediaView<'_, Overlay<'_, ReadOnly>>) -> Result<T>,
     ) -> Result<T> {
         // Torn pages (the service rewriting one in place) are re-read by the overlay.
-        let mut o = Overlay::new(&mut self.meta, &self.overlay);
+        let mut o = Overlay::with_clean(&mut self.meta, &self.overlay, &self.clean);
         let mut v = MediaView::with_sb(&mut o, self.sb);
         f(&mut v)
     }
@@ -411,22 +419,58 @@ impl State {
             self.record_loss(&e.to_string());
         }
         // The mapping now shows what the service made of the batches.
-        self.clean.clear();
-        if !self.overlay.is_empty() {
-            let pages: Vec<u64> = self.overlay.keys().copied().collect();
-            self.overlay.clear();
-            if r.is_ok() {
-                // The service may have placed directory and radix pages elsewhere than
-                // this client did: what was read from the pages the batches changed
-                // goes. Everything else was read under leases still held and stands,
-                // names included (they map to inode numbers the client chose itself).
-                let sb = self.sb;
-                self.cache.forget_pages(&sb, pages.into_iter());
-            } else {
-                self.forget_cached();
+        let written = self.written.replace(FxHashMap::default());
+        match written {
+            Some(w) if r.is_ok() => self.keep_what_the_service_wrote(&w),
+            _ => {
+                self.clean.clear();
+                let pages: Vec<u64> = std::mem::take(&mut self.overlay).into_keys().collect();
+                if r.is_ok() {
+                    // The service may have placed directory and radix pages elsewhere
+                    // than this client did: what was read from the pages the batches
+                    // changed goes. Everything else was read under leases still held
+                    // and stands, names included (they map to inode numbers the client
+                    // chose itself).
+                    let sb = self.sb;
+                    self.cache.forget_pages(&sb, pages.into_iter());
+                } else if !pages.is_empty() {
+                    self.forget_cached();
+                }
             }
         }
         r.map_err(|e| FsError::Lost(e.to_string()))
+    }
+
+    /// Drops the overlay once the service applied it and listed the pages it wrote
+    /// (`written`: page number -> trailer). A page the service wrote exactly as this
+    /// client's overlay shows it (the same checksum and kind once sealed) is kept as a
+    /// clean page, and what was read through it stands: no copy of it is read back
+    /// from the mapping. Every other page the overlay or the service changed goes, with
+    /// what was read through it (the service places directory and radix pages from its
+    /// own cursor, and another client may have changed a page both wrote). Clean pages
+    /// the service did not write stay, stale only where a page no lease of this client
+    /// covers changed, as between ships.
+    fn keep_what_the_service_wrote(&mut self, written: &FxHashMap<u64, u64>) {
+        let mut gone = Vec::new();
+        let mut kept = FxHashSet::default();
+        for (pno, mut img) in std::mem::take(&mut self.overlay) {
+            match written.get(&pno) {
+                Some(&trailer) if seals_to(&mut img, trailer) => {
+                    self.clean.insert(pno, img);
+                    kept.insert(pno);
+                }
+                _ => gone.push(pno),
+            }
+        }
+        gone.extend(written.keys().filter(|p| !kept.contains(p)));
+        for pno in &gone {
+            self.clean.remove(pno);
+        }
+        let sb = self.sb;
+        self.cache.forget_pages(&sb, gone.into_iter());
+        if self.clean.len() > OVERLAY_MAX_PAGES {
+            self.clean.clear();
+        }
     }
 
     /// Ships the journal without waiting for the service to apply it.
@@ -448,24 +492,35 @@ impl State {
             .collect();
         if let Some(inos) = self.register_opens(|ino| unlinked.contains(&ino)) {
             let id = self.conn.send(&Request::Opened { inos }, &[])?;
-            self.inflight.push(id);
+            self.inflight.push((id, false));
         }
         let batch = encode_batch(&self.journal);
         self.journal.clear();
         self.batch_pages.clear();
         let id = self.conn.send(&Request::Ship, &batch)?;
-        self.inflight.push(id);
+        self.inflight.push((id, true));
         Ok(())
     }
 
     /// Waits for the replies to everything shipped; the first refusal is the answer.
+    /// Notes the pages the service says it wrote for each batch ([`State::written`]).
     pub(super) fn wait_inflight(&mut self) -> Result<()> {
         let mut first = Ok(());
-        for id in std::mem::take(&mut self.inflight) {
-            if let Err(e) = self.conn.wait(id)
-                && first.is_ok()
-            {
-                first = Err(e);
+        for (id, batch) in std::mem::take(&mut self.inflight) {
+            match self.conn.wait(id) {
+                Ok((Reply::Shipped { written }, _)) => {
+                    if let Some(w) = &mut self.written {
+                        w.extend(written.chunks_exact(2).map(|p| (p[0], p[1])));
+                    }
+                }
+                Ok(_) if batch => self.written = None,
+                Ok(_) => {}
+                Err(e) => {
+                    self.written = None;
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
             }
         }
         first
@@ -548,6 +603,9 @@ impl State {
         }) {
             self.ship()?;
         }
+        // The service may free the object now (an unlinked file's last close), changing
+        // pages kept clean since the last ship.
+        self.clean.clear();
         self.conn.call(&Request::Close { ino }, &[]).map(|_| ())
     }
 
@@ -573,4 +631,16 @@ impl State {
     pub fn cred(&self) -> (u32, u32) {
         (self.uid, self.gid)
     }
+}
+
+/// Seals `img` as the page whose trailer (checksum and kind) is `trailer` and says
+/// whether it then carries exactly that trailer: whether its body is the one the
+/// service sealed, up to a CRC-32 collision.
+fn seals_to(img: &mut crate::media::PageBuf, trailer: u64) -> bool {
+    use crate::media::{BODY, Tag, le, seal};
+    let Some(tag) = Tag::from_u32((trailer >> 32) as u32) else {
+        return false;
+    };
+    seal(img, tag);
+    le::u64_at(&img[..], BODY) == trailer
 }

@@ -52,7 +52,7 @@ impl State {
             Request::TryAcquire { key, exclusive } => self
                 .lease_allowed(id, key, exclusive)
                 .map(|()| (self.try_grant(id, key, exclusive), Vec::new())),
-            Request::Ship => self.ship(id, attach).map(|_| (Reply::Ok, Vec::new())),
+            Request::Ship => self.ship(id, attach).map(|r| (r, Vec::new())),
             Request::Release { key, grant } => {
                 let r = self.ship(id, attach);
                 self.leases.release(id, key, grant);
@@ -98,10 +98,13 @@ impl State {
     }
 
     /// Validates and commits a shipped batch of client `id`.
-    fn ship(&mut self, id: u64, bin: &[u8]) -> Result<()> {
+    fn ship(&mut self, id: u64, bin: &[u8]) -> Result<Reply> {
         if bin.is_empty() {
-            return Ok(());
+            return Ok(Reply::Shipped {
+                written: Vec::new(),
+            });
         }
+        let commits_before = self.commits;
         let ops =
             decode_batch(bin).map_err(|e| FsError::Refused(format!("malformed journal: {e}")))?;
         let c = self.clients.get(&id).expect("connected");
@@ -115,7 +118,7 @@ impl State {
         let mut meta = Trusted::new(&mut self.meta);
         let out = apply_batch_from(&mut meta, self.sb, &auth, &ops, self.meta_cursor)
             .map_err(|r| FsError::Refused(format!("batch rejected: {r}")))?;
-        self.log.commit(&mut self.meta, &out.changes)?;
+        self.commit(&out.changes)?;
         self.meta_cursor = out.meta_cursor;
         if ops
             .iter()
@@ -137,7 +140,13 @@ impl State {
             }
         }
         self.after_commit(&out);
-        Ok(())
+        if self.commits != commits_before + 1 {
+            // Bookkeeping committed more (an emptied domain freed): not listed.
+            return Ok(Reply::Ok);
+        }
+        Ok(Reply::Shipped {
+            written: written_pages(&out.changes),
+        })
     }
 
     /// The domain `dom` for client `id`, created if new; its data space attached as the
@@ -522,4 +531,13 @@ impl State {
         f.sync_data()
             .map_err(|e| FsError::io(format!("sync domain {d}"), e))
     }
+}
+
+/// Each changed page's number and trailer (checksum and kind), for [`Reply::Shipped`].
+fn written_pages(changes: &crate::txn::Changes) -> Vec<u64> {
+    use crate::media::{BODY, le};
+    changes
+        .iter()
+        .flat_map(|(&pno, img)| [pno, le::u64_at(&img[..], BODY)])
+        .collect()
 }

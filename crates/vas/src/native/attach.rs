@@ -1,11 +1,13 @@
 //! Attaching VASes and segments to this process, and switching between them.
 
+use std::collections::BTreeMap;
+
 use rustix::mm::ProtFlags;
 
 use super::mapped::{GLOBAL_OFFSET, Mapped, map_fixed, remap, remap_private};
 use super::protect::{self, Mechanism};
 use super::segfile::{FLAG_LOCKABLE, SegHeader};
-use super::{Handle, NativeSpaces, PRIVATE_ID, SegLock};
+use super::{Handle, Holder, NativeSpaces, PRIVATE_ID, SegLock, SwitchCounters};
 use crate::api::{Access, SegId, SwitchReport, VasHandle, VasId};
 use crate::error::VasError;
 
@@ -301,111 +303,128 @@ impl NativeSpaces {
         Ok(())
     }
 
-    /// Releases the locks of the current handle's lockable segments (reverse order).
-    fn release_locks(&mut self, segs: &[(SegId, Access)]) -> Result<(), VasError> {
-        for (s, a) in segs.iter().rev() {
-            let m = &self.mapped[s];
-            if let (true, Some(l)) = (m.lockable, &m.lock) {
-                l.release(self.me(), *a == Access::ReadWrite)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Takes the locks of `segs` in id order (a global order: no deadlock between
-    /// switchers); on failure, releases what it took.
-    fn take_locks(
-        &mut self,
-        segs: &[(SegId, Access)],
-        report: &mut SwitchReport,
-    ) -> Result<(), VasError> {
-        for (i, (s, a)) in segs.iter().enumerate() {
-            let m = &self.mapped[s];
-            let (true, Some(l)) = (m.lockable, &m.lock) else {
-                continue;
-            };
-            match l.acquire(self.me(), *a == Access::ReadWrite) {
-                Ok(dead) => {
-                    self.counters.lock_acquires += 1;
-                    self.counters.dead_holders_cleared += dead.len() as u64;
-                    report.dead_holders.extend(dead);
-                }
-                Err(e) => {
-                    self.release_locks(&segs[..i])?;
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Switches out of the current handle (if any) and into `to` (home when `None`).
+    ///
+    /// The handles' segment lists are borrowed in place, not cloned: a clone of their
+    /// shared list is two locked instructions per handle per switch, which a request
+    /// that switches in and out four times pays on every request.
     pub(super) fn switch_to(&mut self, to: Option<u32>) -> Result<SwitchReport, VasError> {
         let mut report = SwitchReport::default();
         if to == self.current {
             return Ok(report);
         }
-        let new = match to {
-            Some(id) => Some(self.handle(VasHandle(id))?.clone()),
-            None => None,
-        };
-        let old = self.current.and_then(|c| self.handles.get(&c).cloned());
-        self.counters.switches += 1;
-        if let Some(o) = &old {
-            self.release_locks(&o.segs)?;
+        if let Some(id) = to {
+            self.handle(VasHandle(id))?;
         }
-        self.current = None;
-        if let Some(n) = &new {
-            if let Err(e) = self.take_locks(&n.segs, &mut report) {
-                self.set_access(old.as_ref().map_or(&[][..], |o| &o.segs[..]), &[], 0)?;
+        let me = self.me();
+        let NativeSpaces {
+            handles,
+            mapped,
+            counters,
+            current,
+            mechanism,
+            ..
+        } = self;
+        let segs_of = |c: Option<u32>| {
+            c.and_then(|c| handles.get(&c))
+                .map_or(&[][..], |h| &h.segs[..])
+        };
+        let (old, new) = (segs_of(*current), segs_of(to));
+        counters.switches += 1;
+        release_locks(mapped, me, old)?;
+        *current = None;
+        if let Err(e) = take_locks(mapped, me, new, counters, &mut report) {
+            set_access(*mechanism, mapped, counters, old, &[], 0)?;
+            return Err(e);
+        }
+        let pkru = to
+            .and_then(|c| handles.get(&c))
+            .map_or(protect::pkru_allowing([]), |h| h.pkru);
+        set_access(*mechanism, mapped, counters, old, new, pkru)?;
+        *current = to;
+        Ok(report)
+    }
+}
+
+/// Releases the locks of `segs`' lockable segments (reverse order).
+fn release_locks(
+    mapped: &BTreeMap<SegId, Mapped>,
+    me: Holder,
+    segs: &[(SegId, Access)],
+) -> Result<(), VasError> {
+    for (s, a) in segs.iter().rev() {
+        let m = &mapped[s];
+        if let (true, Some(l)) = (m.lockable, &m.lock) {
+            l.release(me, *a == Access::ReadWrite)?;
+        }
+    }
+    Ok(())
+}
+
+/// Takes the locks of `segs` in id order (a global order: no deadlock between
+/// switchers); on failure, releases what it took.
+fn take_locks(
+    mapped: &BTreeMap<SegId, Mapped>,
+    me: Holder,
+    segs: &[(SegId, Access)],
+    counters: &mut SwitchCounters,
+    report: &mut SwitchReport,
+) -> Result<(), VasError> {
+    for (i, (s, a)) in segs.iter().enumerate() {
+        let m = &mapped[s];
+        let (true, Some(l)) = (m.lockable, &m.lock) else {
+            continue;
+        };
+        match l.acquire(me, *a == Access::ReadWrite) {
+            Ok(dead) => {
+                counters.lock_acquires += 1;
+                counters.dead_holders_cleared += dead.len() as u64;
+                report.dead_holders.extend(dead);
+            }
+            Err(e) => {
+                release_locks(mapped, me, &segs[..i])?;
                 return Err(e);
             }
         }
-        let old_segs = old.as_ref().map_or(&[][..], |o| &o.segs[..]);
-        let new_segs = new.as_ref().map_or(&[][..], |n| &n.segs[..]);
-        self.set_access(
-            old_segs,
-            new_segs,
-            new.as_ref().map_or(protect::pkru_allowing([]), |n| n.pkru),
-        )?;
-        self.current = to;
-        Ok(report)
     }
+    Ok(())
+}
 
-    /// Makes `old` segments inaccessible and `new` ones accessible as attached.
-    fn set_access(
-        &mut self,
-        old: &[(SegId, Access)],
-        new: &[(SegId, Access)],
-        pkru: u32,
-    ) -> Result<(), VasError> {
-        if self.mechanism == Mechanism::Resident {
-            // Every segment keeps its attach-time rights: nothing to change.
-            return Ok(());
-        }
-        if self.mechanism == Mechanism::Pkeys {
-            // SAFETY: the Pkeys mechanism is chosen only where CPUID reports OSPKE.
-            #[cfg(target_arch = "x86_64")]
-            unsafe {
-                protect::wrpkru(pkru)
-            };
-            self.counters.pkru_writes += 1;
-        }
-        for (s, _) in old {
-            if new.iter().any(|(n, _)| n == s) {
-                continue;
-            }
-            if let Some(m) = self.mapped.get_mut(s).filter(|m| m.pkey.is_none()) {
-                self.counters.mprotects += u64::from(m.protect(ProtFlags::empty())?);
-            }
-        }
-        for (s, a) in new {
-            if let Some(m) = self.mapped.get_mut(s).filter(|m| m.pkey.is_none()) {
-                self.counters.mprotects += u64::from(m.protect(prot_of(*a))?);
-            }
-        }
-        Ok(())
+/// Makes `old` segments inaccessible and `new` ones accessible as attached.
+fn set_access(
+    mechanism: Mechanism,
+    mapped: &mut BTreeMap<SegId, Mapped>,
+    counters: &mut SwitchCounters,
+    old: &[(SegId, Access)],
+    new: &[(SegId, Access)],
+    pkru: u32,
+) -> Result<(), VasError> {
+    if mechanism == Mechanism::Resident {
+        // Every segment keeps its attach-time rights: nothing to change.
+        return Ok(());
     }
+    if mechanism == Mechanism::Pkeys {
+        // SAFETY: the Pkeys mechanism is chosen only where CPUID reports OSPKE.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            protect::wrpkru(pkru)
+        };
+        counters.pkru_writes += 1;
+    }
+    for (s, _) in old {
+        if new.iter().any(|(n, _)| n == s) {
+            continue;
+        }
+        if let Some(m) = mapped.get_mut(s).filter(|m| m.pkey.is_none()) {
+            counters.mprotects += u64::from(m.protect(ProtFlags::empty())?);
+        }
+    }
+    for (s, a) in new {
+        if let Some(m) = mapped.get_mut(s).filter(|m| m.pkey.is_none()) {
+            counters.mprotects += u64::from(m.protect(prot_of(*a))?);
+        }
+    }
+    Ok(())
 }
 
 /// Opens a segment file read-write (kernel-checked) or read-only.

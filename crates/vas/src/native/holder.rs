@@ -1,12 +1,20 @@
 //! Who holds a lock: a process id with the process's start time, so that a recycled
 //! process id is not mistaken for the holder that died.
+//!
+//! The start time is kept modulo 2^32 clock ticks, so that pid and start pack into one
+//! 64-bit word that a lock's writer takes with a single compare-and-swap (see
+//! `lock.rs`). A recycled pid is then mistaken for the dead holder only if it started a
+//! multiple of 2^32 ticks later (497 days at the usual 100 ticks per second).
+
+/// The bits of a start time a [`Holder`] keeps.
+pub const START_MASK: u64 = 0xffff_ffff;
 
 /// A process as lock slots record it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Holder {
     /// Process id.
     pub pid: u32,
-    /// Start time in clock ticks after boot (`/proc/PID/stat` field 22).
+    /// Start time in clock ticks after boot (`/proc/PID/stat` field 22), modulo 2^32.
     pub start: u64,
 }
 
@@ -19,8 +27,8 @@ fn stat_of(pid: u32) -> Option<(char, u64)> {
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
     // Field 3 is the state; the start time is field 22, i.e. 19 further on.
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
+    let start: u64 = fields.nth(18)?.parse().ok()?;
+    Some((state, start & START_MASK))
 }
 
 impl Holder {
@@ -34,6 +42,20 @@ impl Holder {
     /// Whether process `pid` runs (exists and is not a zombie), whatever its start.
     pub fn alive_ignoring_start(&self) -> bool {
         stat_of(self.pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+    }
+
+    /// The holder as one word: pid in the low half, start in the high half (never 0:
+    /// no process has pid 0).
+    pub fn packed(&self) -> u64 {
+        u64::from(self.pid) | ((self.start & START_MASK) << 32)
+    }
+
+    /// The holder a word from [`Holder::packed`] names; `None` for 0 (nobody).
+    pub fn unpacked(w: u64) -> Option<Holder> {
+        (w as u32 != 0).then_some(Holder {
+            pid: w as u32,
+            start: w >> 32,
+        })
     }
 
     /// Whether the process still runs: it exists, is not a zombie (killed but not yet
