@@ -115,44 +115,7 @@ impl Kvfs {
             )));
         }
         let domain = s.domain_for(self.mode)?;
-        let extent = {
-            let mut pool = self.pool.lock().unwrap();
-            if !matches!(&pool.current, Some((d, v)) if *d == domain && !v.is_empty()) {
-                let asked = pool.next.take().filter(|a| a.0 == domain);
-                // The service grants as many whole extents as it finds, at least one,
-                // so a refusal here means the domain has no free extent at all.
-                let mut starts = match asked.map(|(_, ask)| s.extent_answer(ask)) {
-                    Some(Ok(v)) => v,
-                    // Refused (the client's limit counts the extents its journal used and
-                    // has not shipped): asked again, shipping first if need be.
-                    Some(Err(FsError::NoSpace(_))) => {
-                        pool.batch = floor;
-                        s.take_extents(domain, n, floor)?
-                    }
-                    None => {
-                        let per = pool.next_batch(floor);
-                        s.take_extents(domain, n, per)?
-                    }
-                    Some(Err(e)) => return Err(e),
-                };
-                starts.reverse();
-                pool.granted = starts.len() as u64;
-                pool.current = Some((domain, starts));
-            }
-            let (_, starts) = pool.current.as_mut().unwrap();
-            let first = starts.pop().unwrap();
-            // The next extents are asked for while three quarters of these are left, and
-            // collected when they run out: a put then seldom waits for the service, which
-            // serves this client's requests in order and may be applying the batches
-            // shipped before the request (a KVFS batch of 256 operations took it about
-            // 1.2 ms when measured, some thirty puts' worth, and batches queue up).
-            let left = starts.len() as u64;
-            if left * 4 <= pool.granted * 3 && pool.next.is_none() {
-                let per = pool.next_batch(floor);
-                pool.next = Some((domain, s.ask_extents(domain, n, per)?));
-            }
-            first
-        };
+        let extent = self.next_extent(&mut s, domain, n, floor)?;
         s.write_data(domain, extent * PAGE, value)?;
         s.fence_data(domain)?;
         // One local check for the whole put: the create (if new), the extent and the
@@ -184,6 +147,54 @@ impl Kvfs {
             size: value.len() as u64,
         });
         s.record_all(ops)
+    }
+
+    /// The first page of a free extent of `n` pages in domain `domain` for the next
+    /// put, from the extents reserved ahead (asked for again in batches of at least
+    /// `floor`).
+    fn next_extent(
+        &self,
+        s: &mut crate::client::State,
+        domain: u16,
+        n: u64,
+        floor: u64,
+    ) -> Result<u64> {
+        let mut pool = self.pool.lock().unwrap();
+        if !matches!(&pool.current, Some((d, v)) if *d == domain && !v.is_empty()) {
+            let asked = pool.next.take().filter(|a| a.0 == domain);
+            // The service grants as many whole extents as it finds, at least one,
+            // so a refusal here means the domain has no free extent at all.
+            let mut starts = match asked.map(|(_, ask)| s.extent_answer(ask)) {
+                Some(Ok(v)) => v,
+                // Refused (the client's limit counts the extents its journal used and
+                // has not shipped): asked again, shipping first if need be.
+                Some(Err(FsError::NoSpace(_))) => {
+                    pool.batch = floor;
+                    s.take_extents(domain, n, floor)?
+                }
+                None => {
+                    let per = pool.next_batch(floor);
+                    s.take_extents(domain, n, per)?
+                }
+                Some(Err(e)) => return Err(e),
+            };
+            starts.reverse();
+            pool.granted = starts.len() as u64;
+            pool.current = Some((domain, starts));
+        }
+        let (_, starts) = pool.current.as_mut().unwrap();
+        let first = starts.pop().unwrap();
+        // The next extents are asked for while three quarters of these are left, and
+        // collected when they run out: a put then seldom waits for the service, which
+        // serves this client's requests in order and may be applying the batches
+        // shipped before the request (a KVFS batch of 256 operations took it about
+        // 1.2 ms when measured, some thirty puts' worth, and batches queue up).
+        let left = starts.len() as u64;
+        if left * 4 <= pool.granted * 3 && pool.next.is_none() {
+            let per = pool.next_batch(floor);
+            pool.next = Some((domain, s.ask_extents(domain, n, per)?));
+        }
+        Ok(first)
     }
 
     /// The value stored under `key`.

@@ -425,28 +425,40 @@ impl KvStore {
         self.scratch.arg_into(args[1], ck);
         self.scratch.arg_into(args[2], cv);
         let (key, value) = (&ck[..], &cv[..]);
-        let map = |e: AllocError, store: &str| match e {
-            AllocError::Full(bytes) => KvError::Full {
-                store: store.to_string(),
-                bytes,
-            },
-            AllocError::BadFreeBlock(at) => {
-                KvError::corrupt(store, at, "free-list block without a valid header")
-            }
-            AllocError::Tx(e) => e.into(),
-        };
         if self.faults.in_place {
             let mut t = InPlace(self.mem());
-            return dict::set(&mut t, &h, key, value).map_err(|e| map(e, &self.name));
+            return dict::set(&mut t, &h, key, value).map_err(|e| alloc_error(e, &self.name));
         }
-        let (log, data) = Self::areas(&h);
+        let recoveries = self.ready_protocol(&h)?;
+        let p = self.redo.as_mut().expect("attached by ready_protocol");
+        p.begin()?;
+        let r = (|| {
+            if p.read_u64(h.root + root::RECOVERED)? != recoveries {
+                p.write_u64(h.root + root::RECOVERED, recoveries)?;
+            }
+            dict::set_hashed(p, &h, key, value, hash)
+        })();
+        match r {
+            Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),
+            Err(e) => p
+                .abort()
+                .map_err(KvError::from)
+                .and(Err(alloc_error(e, &self.name))),
+        }
+    }
+
+    /// Attaches the store's redo protocol (built once, attached again per SET) and
+    /// recovers its log if a writer may have died mid-commit; returns the lock's count
+    /// of dead holders cleared.
+    fn ready_protocol(&mut self, h: &Header) -> Result<u64, KvError> {
+        let (log, data) = Self::areas(h);
         let recoveries = self.lock.recoveries();
         // Recovery is needed only if a writer may have died mid-commit: the lock counts
         // every dead holder it clears, and the root records the count as of the last
         // recovery. While they agree, every SET since then returned, so the log's last
         // transaction is in place and replaying it (as recovery would, the log never
         // being cleared) would change nothing.
-        let applied = self.root_u64(&h, root::RECOVERED) == recoveries;
+        let applied = self.root_u64(h, root::RECOVERED) == recoveries;
         // The protocol stays in place from one SET to the next (it is attached again,
         // not rebuilt, and never moved).
         let p = match &mut self.redo {
@@ -469,20 +481,7 @@ impl KvStore {
         } else {
             self.last_recovery = Some(p.recover()?);
         }
-        p.begin()?;
-        let r = (|| {
-            if p.read_u64(h.root + root::RECOVERED)? != recoveries {
-                p.write_u64(h.root + root::RECOVERED, recoveries)?;
-            }
-            dict::set_hashed(p, &h, key, value, hash)
-        })();
-        match r {
-            Ok(effect) => p.commit().map(|_| effect).map_err(KvError::from),
-            Err(e) => p
-                .abort()
-                .map_err(KvError::from)
-                .and(Err(map(e, &self.name))),
-        }
+        Ok(recoveries)
     }
 
     /// Checks the whole store under the shared lock (see [`crate::check`]).
@@ -533,5 +532,19 @@ fn too_big(field: &'static str) -> KvError {
     KvError::Invalid {
         field,
         problem: format!("does not fit the {SCRATCH_BYTES}-byte scratch heap"),
+    }
+}
+
+/// An allocation failure inside store `store` as the store's error.
+fn alloc_error(e: AllocError, store: &str) -> KvError {
+    match e {
+        AllocError::Full(bytes) => KvError::Full {
+            store: store.to_string(),
+            bytes,
+        },
+        AllocError::BadFreeBlock(at) => {
+            KvError::corrupt(store, at, "free-list block without a valid header")
+        }
+        AllocError::Tx(e) => e.into(),
     }
 }

@@ -577,33 +577,7 @@ impl Report {
         speed: Value,
         crash: Option<CrashSummary>,
     ) -> Value {
-        let mut workloads = serde_json::Map::new();
-        for &(w, name) in &paper::WORKLOADS {
-            let b = built.iter().find(|b| b.kind == w);
-            let mut protocols = serde_json::Map::new();
-            for k in HwKind::ALL {
-                let key = default_key(w, k);
-                if let Some(r) = c.m.get(&key) {
-                    protocols.insert(
-                        k.label().into(),
-                        json!({
-                            "normalized_throughput": c.m.normalized(&key),
-                            "cycles": r.cycles,
-                            "committed_tx": r.committed_tx,
-                            "stats": r.stats,
-                        }),
-                    );
-                }
-            }
-            workloads.insert(
-                name.into(),
-                json!({
-                    "elements": b.map(|b| b.params.elements),
-                    "footprint_bytes": b.map(|b| b.footprint),
-                    "protocols": protocols,
-                }),
-            );
-        }
+        let workloads = workloads_json(built, c);
         let avg: serde_json::Map<String, Value> = averages
             .iter()
             .map(|(k, a)| (k.label().to_string(), json!(a)))
@@ -612,35 +586,7 @@ impl Report {
             .iter()
             .filter_map(|&k| paper::average(k).map(|a| (k.label().to_string(), json!(a))))
             .collect();
-        let runs: Vec<Value> = {
-            let mut keys: Vec<&Key> = c.m.runs.keys().collect();
-            keys.sort_by_key(|k| {
-                (
-                    paper::workload_name(k.workload),
-                    k.kind.label(),
-                    k.sd,
-                    k.reading.name(),
-                    k.latency_ns,
-                    k.strict,
-                )
-            });
-            keys.into_iter()
-                .map(|k| {
-                    let r = &c.m.runs[k];
-                    json!({
-                        "workload": paper::workload_name(k.workload),
-                        "protocol": k.kind.label(),
-                        "sd": k.sd,
-                        "reading": k.reading.name(),
-                        "latency_ns": k.latency_ns,
-                        "strict": k.strict,
-                        "normalized_throughput": c.m.normalized(k),
-                        "cycles": r.cycles,
-                        "committed_tx": r.committed_tx,
-                    })
-                })
-                .collect()
-        };
+        let runs = runs_json(c);
         let tables: serde_json::Map<String, Value> = self
             .tables
             .iter()
@@ -684,4 +630,67 @@ impl std::fmt::Display for Report {
         }
         Ok(())
     }
+}
+
+/// Per workload: its size and each protocol's figures in the default reading.
+fn workloads_json(built: &[Built], c: &Ctx) -> serde_json::Map<String, Value> {
+    let mut workloads = serde_json::Map::new();
+    for &(w, name) in &paper::WORKLOADS {
+        let b = built.iter().find(|b| b.kind == w);
+        let mut protocols = serde_json::Map::new();
+        for k in HwKind::ALL {
+            let key = default_key(w, k);
+            if let Some(r) = c.m.get(&key) {
+                protocols.insert(
+                    k.label().into(),
+                    json!({
+                        "normalized_throughput": c.m.normalized(&key),
+                        "cycles": r.cycles,
+                        "committed_tx": r.committed_tx,
+                        "stats": r.stats,
+                    }),
+                );
+            }
+        }
+        workloads.insert(
+            name.into(),
+            json!({
+                "elements": b.map(|b| b.params.elements),
+                "footprint_bytes": b.map(|b| b.footprint),
+                "protocols": protocols,
+            }),
+        );
+    }
+    workloads
+}
+
+/// Every run simulated, in a stable order.
+fn runs_json(c: &Ctx) -> Vec<Value> {
+    let mut keys: Vec<&Key> = c.m.runs.keys().collect();
+    keys.sort_by_key(|k| {
+        (
+            paper::workload_name(k.workload),
+            k.kind.label(),
+            k.sd,
+            k.reading.name(),
+            k.latency_ns,
+            k.strict,
+        )
+    });
+    keys.into_iter()
+        .map(|k| {
+            let r = &c.m.runs[k];
+            json!({
+                "workload": paper::workload_name(k.workload),
+                "protocol": k.kind.label(),
+                "sd": k.sd,
+                "reading": k.reading.name(),
+                "latency_ns": k.latency_ns,
+                "strict": k.strict,
+                "normalized_throughput": c.m.normalized(k),
+                "cycles": r.cycles,
+                "committed_tx": r.committed_tx,
+            })
+        })
+        .collect()
 }

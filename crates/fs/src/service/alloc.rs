@@ -22,70 +22,14 @@ impl State {
             let c = &self.clients[&id];
             (c.uid, c.gid, c.inodes.len() as u64, c.reserved_pages())
         };
-        let mut inodes = Vec::new();
-        if n_inodes > 0 {
-            let room = self.limits.inodes.saturating_sub(held_inodes).min(
-                self.limits
-                    .inodes_per_user
-                    .saturating_sub(self.user_inodes(uid)),
-            );
-            if room == 0 {
-                return Err(FsError::NoSpace(format!(
-                    "client limit: {held_inodes} inodes reserved to this client and not used \
-                     (at most {} per client, {} per user)",
-                    self.limits.inodes, self.limits.inodes_per_user
-                )));
-            }
-            inodes = self.free_inodes(u64::from(n_inodes).min(room) as u32)?;
-        }
-        let mut pages = Vec::new();
-        if n_pages > 0 {
-            let table = self.domain_table()?;
-            let Some(dom) = table.get(d as usize).copied().flatten() else {
-                return Err(FsError::NotFound(format!("domain {d}")));
-            };
-            if !access(uid, gid, dom.uid, dom.gid, dom.mode).write {
-                return Err(FsError::Denied(format!(
-                    "uid {uid} may not write domain {d}"
-                )));
-            }
-            let room = self.limits.pages.saturating_sub(held_pages).min(
-                self.limits
-                    .pages_per_user
-                    .saturating_sub(self.user_pages(uid, d)),
-            );
-            let run = u64::from(extent.max(1));
-            let want = u64::from(n_pages).min(room) / run * run;
-            if want == 0 {
-                return Err(FsError::NoSpace(format!(
-                    "client limit: {held_pages} data pages reserved to this client and not used \
-                     (at most {} per client, {} per user and domain)",
-                    self.limits.pages, self.limits.pages_per_user
-                )));
-            }
-            pages = self.free_pages(d, want as u32, extent)?;
-            // A grant may come out smaller than asked, in whole extents.
-            if pages.is_empty() {
-                return Err(FsError::NoSpace(format!(
-                    "domain {d} has no free {} of {} pages",
-                    if extent > 1 { "extent" } else { "run" },
-                    extent.max(1)
-                )));
-            }
-            // Reserved pages are handed out as they are, not zeroed. Only a client that
-            // may write domain `d` gets here; it either holds a read-write mapping of the
-            // domain's whole data space (and can read every old byte these pages hold)
-            // or, if it may only write the domain, no mapping at all. No byte of another
-            // domain is ever in them: each domain has its own data space, created afresh
-            // when the domain is (re)created, and a file whose permissions change moves
-            // to another domain's space. So zeroing would protect nothing from anyone, at
-            // the cost of writing and persisting every reserved page (a KVFS object is
-            // mostly unwritten; a libFS pool holds up to a thousand pages). Unwritten
-            // bytes still read as zeros: libFS zeroes what a write leaves of a fresh page
-            // below the end of file, and the mapped bytes a file gains when it grows
-            // (`pxfs::zero_gap`); a KVFS get reads only the value's bytes. The paper's
-            // TFS likewise only hands out space and checks its use when the log arrives.
-        }
+        let inodes = match n_inodes {
+            0 => Vec::new(),
+            n => self.inodes_for(uid, held_inodes, n)?,
+        };
+        let pages = match n_pages {
+            0 => Vec::new(),
+            n => self.pages_for((uid, gid), held_pages, d, n, extent)?,
+        };
         let c = self.clients.get_mut(&id).expect("a connected client");
         for &i in &inodes {
             c.inodes.insert(i);
@@ -98,6 +42,81 @@ impl State {
             }
         }
         Ok(Reply::Reserved { inodes, pages })
+    }
+
+    /// Up to `n` free inodes for a client of user `uid` holding `held` unused ones.
+    fn inodes_for(&mut self, uid: u32, held: u64, n: u32) -> Result<Vec<u64>> {
+        let room = self.limits.inodes.saturating_sub(held).min(
+            self.limits
+                .inodes_per_user
+                .saturating_sub(self.user_inodes(uid)),
+        );
+        if room == 0 {
+            return Err(FsError::NoSpace(format!(
+                "client limit: {held} inodes reserved to this client and not used \
+                 (at most {} per client, {} per user)",
+                self.limits.inodes, self.limits.inodes_per_user
+            )));
+        }
+        self.free_inodes(u64::from(n).min(room) as u32)
+    }
+
+    /// Up to `n` free pages of domain `d` in runs of `extent`, for a client of user
+    /// and group `(uid, gid)` holding `held` unused pages; refused unless it may write `d`.
+    fn pages_for(
+        &mut self,
+        (uid, gid): (u32, u32),
+        held: u64,
+        d: u16,
+        n: u32,
+        extent: u32,
+    ) -> Result<Vec<u64>> {
+        let table = self.domain_table()?;
+        let Some(dom) = table.get(d as usize).copied().flatten() else {
+            return Err(FsError::NotFound(format!("domain {d}")));
+        };
+        if !access(uid, gid, dom.uid, dom.gid, dom.mode).write {
+            return Err(FsError::Denied(format!(
+                "uid {uid} may not write domain {d}"
+            )));
+        }
+        let room = self.limits.pages.saturating_sub(held).min(
+            self.limits
+                .pages_per_user
+                .saturating_sub(self.user_pages(uid, d)),
+        );
+        let run = u64::from(extent.max(1));
+        let want = u64::from(n).min(room) / run * run;
+        if want == 0 {
+            return Err(FsError::NoSpace(format!(
+                "client limit: {held} data pages reserved to this client and not used \
+                 (at most {} per client, {} per user and domain)",
+                self.limits.pages, self.limits.pages_per_user
+            )));
+        }
+        let pages = self.free_pages(d, want as u32, extent)?;
+        // A grant may come out smaller than asked, in whole extents.
+        if pages.is_empty() {
+            return Err(FsError::NoSpace(format!(
+                "domain {d} has no free {} of {} pages",
+                if extent > 1 { "extent" } else { "run" },
+                extent.max(1)
+            )));
+        }
+        // Reserved pages are handed out as they are, not zeroed. Only a client that
+        // may write domain `d` gets here; it either holds a read-write mapping of the
+        // domain's whole data space (and can read every old byte these pages hold)
+        // or, if it may only write the domain, no mapping at all. No byte of another
+        // domain is ever in them: each domain has its own data space, created afresh
+        // when the domain is (re)created, and a file whose permissions change moves
+        // to another domain's space. So zeroing would protect nothing from anyone, at
+        // the cost of writing and persisting every reserved page (a KVFS object is
+        // mostly unwritten; a libFS pool holds up to a thousand pages). Unwritten
+        // bytes still read as zeros: libFS zeroes what a write leaves of a fresh page
+        // below the end of file, and the mapped bytes a file gains when it grows
+        // (`pxfs::zero_gap`); a KVFS get reads only the value's bytes. The paper's
+        // TFS likewise only hands out space and checks its use when the log arrives.
+        Ok(pages)
     }
 
     /// Inodes reserved to the clients of user `uid`.
@@ -212,18 +231,7 @@ impl State {
                     continue;
                 }
                 if used == 0 {
-                    // Every run the 64 free pages complete is handed out.
-                    let end = p + 64;
-                    let mut q = p;
-                    while q < end && (pages.len() as u64) < want {
-                        let take = (run - free_run).min(end - q);
-                        free_run += take;
-                        q += take;
-                        if free_run == run {
-                            pages.extend(q - run..q);
-                            free_run = 0;
-                        }
-                    }
+                    take_free_runs(p..p + 64, run, want, &mut free_run, &mut pages);
                     left -= 64;
                     p += 64;
                     continue;
@@ -248,5 +256,26 @@ impl State {
                 .insert(d, if last + 1 >= total { 1 } else { last + 1 });
         }
         Ok(pages)
+    }
+}
+
+/// Hands out every run of `run` pages that the free pages `span` complete (after
+/// `free_run` free pages just before it), until `pages` holds `want`.
+fn take_free_runs(
+    span: std::ops::Range<u64>,
+    run: u64,
+    want: u64,
+    free_run: &mut u64,
+    pages: &mut Vec<u64>,
+) {
+    let mut q = span.start;
+    while q < span.end && (pages.len() as u64) < want {
+        let take = (run - *free_run).min(span.end - q);
+        *free_run += take;
+        q += take;
+        if *free_run == run {
+            pages.extend(q - run..q);
+            *free_run = 0;
+        }
     }
 }

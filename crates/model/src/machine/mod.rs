@@ -203,27 +203,7 @@ impl Machine {
         caches: Box<dyn CacheLevels>,
         pages: Box<dyn PageTables>,
     ) -> Result<Self, ConfigError> {
-        config.validate()?;
-        if image.len() as u64 != config.memory_size {
-            return Err(ConfigError::field(
-                "memory_size",
-                format!(
-                    "{} does not match the {}-byte image",
-                    config.memory_size,
-                    image.len()
-                ),
-            ));
-        }
-        if caches.levels() != config.caches.len() {
-            return Err(ConfigError::field(
-                "caches",
-                format!(
-                    "{} levels configured but the hierarchy has {}",
-                    config.caches.len(),
-                    caches.levels()
-                ),
-            ));
-        }
+        check_parts(&config, &image, caches.as_ref())?;
         // An access served by level i pays every level it looked in on the way down.
         let mut level_latency = Vec::new();
         let mut sum = 0;
@@ -541,4 +521,34 @@ impl Machine {
         }
         Ok(())
     }
+}
+
+/// Checks that the memory image and the cache hierarchy are the ones `config` describes.
+fn check_parts(
+    config: &MachineConfig,
+    image: &[u8],
+    caches: &dyn CacheLevels,
+) -> Result<(), ConfigError> {
+    config.validate()?;
+    if image.len() as u64 != config.memory_size {
+        return Err(ConfigError::field(
+            "memory_size",
+            format!(
+                "{} does not match the {}-byte image",
+                config.memory_size,
+                image.len()
+            ),
+        ));
+    }
+    if caches.levels() != config.caches.len() {
+        return Err(ConfigError::field(
+            "caches",
+            format!(
+                "{} levels configured but the hierarchy has {}",
+                config.caches.len(),
+                caches.levels()
+            ),
+        ));
+    }
+    Ok(())
 }
