@@ -14,8 +14,6 @@
 //! freed pool page keeps its old contents until the service places another file's
 //! index page there, which it may do at a page the client's own check did not choose.
 
-use std::collections::BTreeMap;
-
 use rustc_hash::FxHashMap;
 
 use crate::error::Result;
@@ -27,31 +25,46 @@ use crate::view::PageSource;
 /// Checked metadata, valid while the client's leases stay as they were.
 #[derive(Default)]
 pub struct MetaCache {
-    /// Ordered, so that the inodes of one inode-table page are one range.
-    inodes: BTreeMap<u64, Inode>,
+    /// By inode-table page (inode number / [`INODES_PER_PAGE`]): a lookup is two hash
+    /// probes, and a change of one inode-table page drops its group in one step.
+    groups: FxHashMap<u64, PageGroup>,
     ancestry: FxHashMap<u64, Vec<u64>>,
-    /// Per file: page index -> data page (0: a hole). Ordered like `inodes`.
-    leaves: BTreeMap<u64, FxHashMap<u64, u64>>,
     radix_pages: FxHashMap<u64, PageBuf>,
+}
+
+/// The cached inodes of one inode-table page, with their files' page maps.
+#[derive(Default)]
+struct PageGroup {
+    inodes: FxHashMap<u64, Inode>,
+    /// Per file: page index -> data page (0: a hole).
+    leaves: FxHashMap<u64, FxHashMap<u64, u64>>,
+}
+
+/// The group (inode-table page, counted from the table's first) of inode `ino`.
+fn group_of(ino: u64) -> u64 {
+    ino / INODES_PER_PAGE
 }
 
 impl MetaCache {
     /// Forgets everything.
     pub fn clear(&mut self) {
-        self.inodes.clear();
+        self.groups.clear();
         self.ancestry.clear();
-        self.leaves.clear();
         self.radix_pages.clear();
     }
 
     /// A cached inode.
     pub fn inode(&self, ino: u64) -> Option<Inode> {
-        self.inodes.get(&ino).copied()
+        self.groups.get(&group_of(ino))?.inodes.get(&ino).copied()
     }
 
     /// Remembers inode `ino`.
     pub fn put_inode(&mut self, ino: u64, i: Inode) {
-        self.inodes.insert(ino, i);
+        self.groups
+            .entry(group_of(ino))
+            .or_default()
+            .inodes
+            .insert(ino, i);
     }
 
     /// The cached lease ancestry of `key`.
@@ -76,12 +89,23 @@ impl MetaCache {
 
     /// The cached data page of page `index` of file `ino`.
     pub fn leaf(&self, ino: u64, index: u64) -> Option<u64> {
-        self.leaves.get(&ino)?.get(&index).copied()
+        self.groups
+            .get(&group_of(ino))?
+            .leaves
+            .get(&ino)?
+            .get(&index)
+            .copied()
     }
 
     /// Remembers that page `index` of file `ino` is data page `page`.
     pub fn put_leaf(&mut self, ino: u64, index: u64, page: u64) {
-        self.leaves.entry(ino).or_default().insert(index, page);
+        self.groups
+            .entry(group_of(ino))
+            .or_default()
+            .leaves
+            .entry(ino)
+            .or_default()
+            .insert(index, page);
     }
 
     /// Drops what the client's own change (or freeing) of metadata pages `pages` made
@@ -89,35 +113,32 @@ impl MetaCache {
     /// change of a file's tree also rewrites its inode, so its page map goes with it.
     ///
     /// Every recorded operation calls this, so it removes only the cached inodes of each
-    /// changed inode-table page, found as one range of the ordered maps: a sweep of the
-    /// whole cache would cost as much as the cache holds (thousands of inodes after a run
-    /// of creates) on every 4 KiB append, and a removal per inode number of the page
-    /// would cost a page's worth of lookups when one or two of them are cached.
+    /// changed inode-table page, which are one group: a sweep of the whole cache would
+    /// cost as much as the cache holds (thousands of inodes after a run of creates) on
+    /// every 4 KiB append, and a removal per inode number of the page would cost a
+    /// page's worth of lookups when one or two of them are cached.
     pub fn forget_pages(&mut self, sb: &Superblock, pages: impl Iterator<Item = u64>) {
         for p in pages {
             self.radix_pages.remove(&p);
             if (sb.itable_first..sb.pool_first).contains(&p) {
-                let first = (p - sb.itable_first) * INODES_PER_PAGE;
-                let span = first..first + INODES_PER_PAGE;
-                while let Some((&ino, _)) = self.inodes.range(span.clone()).next() {
-                    self.inodes.remove(&ino);
-                }
-                while let Some((&ino, _)) = self.leaves.range(span.clone()).next() {
-                    self.leaves.remove(&ino);
-                }
+                self.groups.remove(&(p - sb.itable_first));
             }
         }
     }
 
     /// Drops inode `ino` and its page map.
     pub fn forget_inode(&mut self, ino: u64) {
-        self.inodes.remove(&ino);
-        self.leaves.remove(&ino);
+        if let Some(g) = self.groups.get_mut(&group_of(ino)) {
+            g.inodes.remove(&ino);
+            g.leaves.remove(&ino);
+        }
     }
 
     /// Drops the page map of file `ino`.
     pub fn forget_leaves(&mut self, ino: u64) {
-        self.leaves.remove(&ino);
+        if let Some(g) = self.groups.get_mut(&group_of(ino)) {
+            g.leaves.remove(&ino);
+        }
     }
 }
 
