@@ -174,8 +174,15 @@ fn worker(ch: &Channel, window: *mut u64, shape: &GupsShape) -> ! {
 fn send_and_wait(ch: &Channel, seq: u32) {
     ch.request.store(seq, Ordering::Release);
     futex_wake(&ch.request);
-    while ch.done.load(Ordering::Acquire) != seq {
-        futex_wait(&ch.done, ch.done.load(Ordering::Acquire));
+    // The futex waits only while `done` still holds the value seen not to be `seq`: a
+    // fresh load there could already read `seq`, and the wait would then sleep past
+    // the worker's one wake-up for good.
+    loop {
+        let d = ch.done.load(Ordering::Acquire);
+        if d == seq {
+            break;
+        }
+        futex_wait(&ch.done, d);
     }
 }
 
