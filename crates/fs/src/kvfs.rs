@@ -102,9 +102,19 @@ impl Kvfs {
     }
 
     /// Stores `value` under `key`, replacing what was there.
+    ///
+    /// The value goes into a free extent reserved to this client, which nothing
+    /// names yet, outside the state where the mapping allows (see `client::copies`):
+    /// other threads of the process go on meanwhile. Then the extent is recorded as
+    /// the object's, in one step with its create.
     pub fn put(&self, key: &str, value: &[u8]) -> Result<()> {
         crate::dir::check_name(key)?;
-        let mut s = self.client.leased(self.lock_of(key), true)?;
+        self.client.past_claims(|| self.put_once(key, value))
+    }
+
+    fn put_once(&self, key: &str, value: &[u8]) -> Result<()> {
+        let lock = self.lock_of(key);
+        let mut s = self.client.leased(lock, true)?;
         let n = s.sb().kv_object_pages;
         let floor = extents_per_reserve(s.sb().domain_pages, n);
         if value.len() as u64 > n * PAGE {
@@ -116,10 +126,43 @@ impl Kvfs {
         }
         let domain = s.domain_for(self.mode)?;
         let extent = self.next_extent(&mut s, domain, n, floor)?;
-        s.write_data(domain, extent * PAGE, value)?;
-        s.fence_data(domain)?;
-        // One local check for the whole put: the create (if new), the extent and the
-        // size touch the same inode page, which one check reads and seals once.
+        let claim = [(extent, n)];
+        s.claim_pages(domain, &claim);
+        if let Some(copy) = s.begin_copy(domain, true)? {
+            drop(s);
+            let r = copy.write(extent * PAGE, value);
+            copy.fence();
+            drop(copy);
+            s = match r.and_then(|()| self.client.leased(lock, true)) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.client.state().unclaim_pages(domain, &claim);
+                    return Err(e);
+                }
+            };
+        } else if let Err(e) = s
+            .write_data(domain, extent * PAGE, value)
+            .and_then(|()| s.fence_data(domain))
+        {
+            s.unclaim_pages(domain, &claim);
+            return Err(e);
+        }
+        let r = self.record_put(&mut s, key, domain, extent, value.len() as u64);
+        s.unclaim_pages(domain, &claim);
+        r
+    }
+
+    /// Records `key` as the object of extent `extent` in `domain`, holding `len` bytes:
+    /// one local check for the create (if new), the extent and the size, which touch
+    /// the same inode page, read and sealed once.
+    fn record_put(
+        &self,
+        s: &mut crate::client::State,
+        key: &str,
+        domain: u16,
+        extent: u64,
+        len: u64,
+    ) -> Result<()> {
         let mut ops = Vec::with_capacity(3);
         let ino = match s.lookup(self.dir, key)? {
             Some(ino) => ino,
@@ -140,12 +183,9 @@ impl Kvfs {
             ino,
             index: 0,
             page: extent,
-            count: n,
+            count: s.sb().kv_object_pages,
         });
-        ops.push(Op::SetSize {
-            ino,
-            size: value.len() as u64,
-        });
+        ops.push(Op::SetSize { ino, size: len });
         s.record_all(ops)
     }
 
@@ -219,10 +259,20 @@ impl Kvfs {
         buf.resize(i.size as usize, 0);
         if i.root == 0 {
             buf.fill(0);
-        } else {
-            s.read_data(i.domain, i.root * PAGE, buf)?;
+            return Ok(true);
         }
-        Ok(true)
+        // The bytes outside the state where the mapping allows (see `client::copies`).
+        let Some(copy) = s.begin_copy(i.domain, false)? else {
+            s.read_data(i.domain, i.root * PAGE, buf)?;
+            return Ok(true);
+        };
+        drop(s);
+        let r = copy.read(i.root * PAGE, buf);
+        drop(copy);
+        if r.is_err() {
+            self.client.state().drop_mapping(i.domain);
+        }
+        r.map(|()| true)
     }
 
     /// Removes `key`; returns whether it existed.

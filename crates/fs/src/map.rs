@@ -300,6 +300,17 @@ impl Map {
         }
     }
 
+    /// Whether threads may copy through this mapping at once, outside whatever lock
+    /// owns it ([`Map::read_at`], [`Map::write_streaming_shared`]): a read-only
+    /// mapping, or a writable one whose writes need no state of the region (a CPU
+    /// flush mode). A writable mapping in another mode writes through `&mut`.
+    pub fn shares_copies(&self) -> bool {
+        match &self.inner {
+            Inner::Writable(r) => r.persist_mode().is_cpu_flush(),
+            Inner::ReadOnly(_) => true,
+        }
+    }
+
     /// Whether the mapping is writable.
     pub fn writable(&self) -> bool {
         matches!(self.inner, Inner::Writable(_))
@@ -341,10 +352,18 @@ impl Map {
 
     /// Copies bytes out.
     pub fn read_at(&self, off: u64, buf: &mut [u8]) -> std::result::Result<(), SpineError> {
-        let data = self.data();
-        check_bounds(off, buf.len() as u64, data.len() as u64)?;
-        let a = off as usize;
-        buf.copy_from_slice(&data[a..a + buf.len()]);
+        check_bounds(off, buf.len() as u64, self.len() as u64)?;
+        // Through the raw pointer, not a slice of the whole space: other threads of
+        // this process may be writing other ranges of it meanwhile
+        // ([`Map::write_streaming_shared`]).
+        // SAFETY: bounds were checked against the live mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.as_ptr().add(off as usize),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
         Ok(())
     }
 
@@ -369,6 +388,35 @@ impl Map {
     pub fn write_streaming(&mut self, off: u64, data: &[u8]) -> Result<()> {
         self.region_mut()?.write_streaming(off, data)?;
         self.intact()
+    }
+
+    /// [`Map::write_streaming`] through a shared reference, for threads that copy file
+    /// data into disjoint ranges of one data space at once (libFS copies outside its
+    /// state lock; see `client::copies`): durable once the writing thread calls
+    /// [`Map::fence_shared`]. `Ok(false)`, having stored nothing, where that cannot be
+    /// done (a read-only mapping, or a persist mode that needs the region's own state,
+    /// as `msync`): the caller then writes through `&mut`.
+    ///
+    /// # Safety
+    /// No reference into `[off, off + data.len())` of the space may be live in this
+    /// process while it runs (libFS reads and writes data spaces only through raw
+    /// pointers: [`Map::read_at`]).
+    pub unsafe fn write_streaming_shared(&self, off: u64, data: &[u8]) -> Result<bool> {
+        let Inner::Writable(r) = &self.inner else {
+            return Ok(false);
+        };
+        // SAFETY: the caller's contract.
+        let stored = unsafe { r.write_streaming_shared(off, data)? };
+        self.intact()?;
+        Ok(stored)
+    }
+
+    /// Orders this thread's earlier [`Map::write_streaming_shared`] copies (sfence):
+    /// they are durable when it returns.
+    pub fn fence_shared(&self) {
+        if let Inner::Writable(r) = &self.inner {
+            r.fence_shared();
+        }
     }
 
     /// Writes back `[off, off+len)` (clipped to the mapping) without a fence: several

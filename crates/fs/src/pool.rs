@@ -38,6 +38,18 @@ impl PagePool {
         }
     }
 
+    /// Takes the pool's pages among `start..end` out: their runs, lowest first.
+    pub fn take_range(&mut self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let held: Vec<(u64, u64)> = self
+            .runs
+            .overlapping(&(start..end))
+            .map(|r| (r.start.max(start), r.end.min(end)))
+            .collect();
+        self.runs.remove(start..end);
+        self.len -= held.iter().map(|(a, b)| b - a).sum::<u64>();
+        held
+    }
+
     /// Whether page `p` is in the pool.
     pub fn contains(&self, p: u64) -> bool {
         self.runs.contains(&p)
@@ -120,5 +132,13 @@ mod tests {
         assert_eq!(pool.runs().collect::<Vec<_>>(), vec![(20, 21)]);
         assert_eq!(pool.take_run(5), Some((20, 1)));
         assert_eq!((pool.take_run(1), pool.len()), (None, 0));
+        pool.extend([1, 2, 3, 7, 8, 12]);
+        assert_eq!(pool.take_range(2, 8), vec![(2, 4), (7, 8)]);
+        assert_eq!(pool.len(), 3);
+        assert_eq!(
+            pool.runs().collect::<Vec<_>>(),
+            vec![(1, 2), (8, 9), (12, 13)]
+        );
+        assert_eq!(pool.take_range(20, 30), vec![]);
     }
 }

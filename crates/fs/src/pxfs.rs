@@ -237,21 +237,42 @@ impl Pxfs {
             return Ok(0);
         }
         let n = buf.len().min((i.size - off) as usize);
+        // The pages under the state; the bytes outside it where the mapping allows.
+        let mut pieces = Vec::with_capacity(n / PAGE as usize + 2);
         let mut done = 0;
         while done < n {
             let pos = off + done as u64;
-            let idx = pos / PAGE;
-            let inpg = (pos % PAGE) as usize;
-            let k = (PAGE as usize - inpg).min(n - done);
-            let p = s.page_of(ino, &i, idx)?;
-            if p == 0 {
-                buf[done..done + k].fill(0);
-            } else {
-                s.read_data(i.domain, p * PAGE + inpg as u64, &mut buf[done..done + k])?;
-            }
-            done += k;
+            let inpg = pos % PAGE;
+            let k = (PAGE - inpg).min((n - done) as u64);
+            let p = s.page_of(ino, &i, pos / PAGE)?;
+            pieces.push(Piece {
+                at: (p != 0).then_some(p * PAGE + inpg),
+                range: done..done + k as usize,
+            });
+            done += k as usize;
         }
-        Ok(n)
+        let Some(copy) = s.begin_copy(i.domain, false)? else {
+            for pc in pieces {
+                match pc.at {
+                    Some(at) => s.read_data(i.domain, at, &mut buf[pc.range])?,
+                    None => buf[pc.range].fill(0),
+                }
+            }
+            return Ok(n);
+        };
+        drop(s);
+        let r = pieces.into_iter().try_for_each(|pc| match pc.at {
+            Some(at) => copy.read(at, &mut buf[pc.range]),
+            None => {
+                buf[pc.range].fill(0);
+                Ok(())
+            }
+        });
+        drop(copy);
+        if r.is_err() {
+            self.client.state().drop_mapping(i.domain);
+        }
+        r.map(|()| n)
     }
 
     /// Writes at the file offset (at the end, for append), advancing it.
@@ -286,56 +307,82 @@ impl Pxfs {
     /// fills take runs of reserved pages, one extent (map-pages) per run. Returns the
     /// offset after the write.
     fn pwrite_ino(&self, ino: u64, off: Option<u64>, data: &[u8]) -> Result<u64> {
+        self.client
+            .past_claims(|| self.pwrite_with(ino, off, data, true))
+    }
+
+    /// [`Pxfs::pwrite_ino`]; with `outside`, the bytes are copied outside the state
+    /// where the mapping allows (see `client::copies`), while the process's other
+    /// threads go on. Pages the write fills are then claimed first, filled, and only
+    /// then recorded, so that no thread of the process sees a page of the file before
+    /// its data is there, and a batch that maps the page is never sent before its data
+    /// is durable. If the file changed meanwhile (another thread truncated or wrote
+    /// it, or a lease went and came back), the write is made again wholly under the
+    /// state, as one step after whatever changed it.
+    fn pwrite_with(&self, ino: u64, off: Option<u64>, data: &[u8], outside: bool) -> Result<u64> {
         let mut s = self.client.leased(ino, true)?;
         let i = s.inode(ino)?;
-        let off = off.unwrap_or(i.size);
-        let end = off + data.len() as u64;
+        let at = off.unwrap_or(i.size);
+        let end = at + data.len() as u64;
         if data.is_empty() {
             return Ok(end);
         }
-        let old_size = i.size;
-        if off > old_size {
-            zero_gap(&mut s, ino, &i, old_size, off)?;
+        if at > i.size {
+            zero_gap(&mut s, ino, &i, i.size, at)?;
         }
-        let (first, last) = (off / PAGE, (end - 1) / PAGE);
+        let (first, last) = (at / PAGE, (end - 1) / PAGE);
         let mut pages = Vec::with_capacity((last - first + 1) as usize);
         for idx in first..=last {
             pages.push(s.page_of(ino, &i, idx)?);
         }
-        let fresh: Vec<bool> = pages.iter().map(|&p| p == 0).collect();
-        let mut ops = map_holes(&mut s, ino, i.domain, first, &mut pages)?;
+        let mut filled = pages.clone();
+        let (mut ops, runs) = map_holes(&mut s, ino, i.domain, first, &mut filled)?;
         if end > i.size {
             ops.push(Op::SetSize { ino, size: end });
         }
-        if !ops.is_empty() {
-            s.record_all(ops)?;
-        }
         let zeros = [0u8; PAGE as usize];
-        let mut done = 0;
-        for (k, idx) in (first..=last).enumerate() {
-            let p = pages[k];
-            let pos = off + done as u64;
-            let inpg = (pos % PAGE) as usize;
-            let n = (PAGE as usize - inpg).min(data.len() - done);
-            if fresh[k] {
-                // A fresh page comes as the service found it (see `zero_gap`): what
-                // this write leaves of it below the end of file is a hole.
-                if inpg > 0 {
-                    s.write_data(i.domain, p * PAGE, &zeros[..inpg])?;
-                }
-                let written_end = idx * PAGE + (inpg + n) as u64;
-                if written_end < old_size && inpg + n < PAGE as usize {
-                    let tail = p * PAGE + (inpg + n) as u64;
-                    s.write_data(i.domain, tail, &zeros[inpg + n..])?;
-                }
-            }
-            let at = p * PAGE + inpg as u64;
-            s.write_data(i.domain, at, &data[done..done + n])?;
-            done += n;
+        let stores = data_stores(&filled, &pages, at, i.size, data, &zeros);
+        let d = i.domain;
+        let copy = if outside {
+            s.begin_copy(d, true)?
+        } else {
+            None
+        };
+        let Some(copy) = copy else {
+            let r = if ops.is_empty() {
+                Ok(())
+            } else {
+                s.record_all(ops)
+            };
+            s.unclaim_pages(d, &runs);
+            r?;
+            return store_locked(&mut s, d, &stores).map(|()| end);
+        };
+        drop(s);
+        if let Err(e) = copy_in(copy, &stores) {
+            let mut s = self.client.state();
+            s.drop_mapping(d);
+            s.unclaim_pages(d, &runs);
+            return Err(e);
         }
-        // The writes need no flush (non-temporal stores, see `State::write_data`): one
-        // fence makes them durable.
-        s.fence_data(i.domain)?;
+        if ops.is_empty() {
+            return Ok(end);
+        }
+        let mut s = match self.client.leased(ino, true) {
+            Ok(s) => s,
+            Err(e) => {
+                self.client.state().unclaim_pages(d, &runs);
+                return Err(e);
+            }
+        };
+        let same = file_as_planned(&mut s, ino, &i, first, &pages)?;
+        let r = if same { s.record_all(ops) } else { Ok(()) };
+        s.unclaim_pages(d, &runs);
+        r?;
+        if !same {
+            drop(s);
+            return self.pwrite_with(ino, off, data, false);
+        }
         Ok(end)
     }
 
@@ -622,18 +669,100 @@ impl Pxfs {
     }
 }
 
+/// Bytes of one page of a read: where they are in the data space (`None`: a hole,
+/// read as zeros) and where they go in the caller's buffer.
+struct Piece {
+    at: Option<u64>,
+    range: std::ops::Range<usize>,
+}
+
+/// The stores of a write of `data` at byte `at` of a file of `size` bytes whose pages
+/// `first..` were `pages` (0: a hole) and are `filled` once its holes are filled:
+/// (byte offset in the data space, bytes), the zeros a fresh page needs included.
+fn data_stores<'a>(
+    filled: &[u64],
+    pages: &[u64],
+    at: u64,
+    size: u64,
+    data: &'a [u8],
+    zeros: &'a [u8; PAGE as usize],
+) -> Vec<(u64, &'a [u8])> {
+    let mut stores = Vec::with_capacity(filled.len() + 2);
+    let first = at / PAGE;
+    let mut done = 0;
+    for (k, (&p, &was)) in filled.iter().zip(pages).enumerate() {
+        let inpg = ((at + done as u64) % PAGE) as usize;
+        let n = (PAGE as usize - inpg).min(data.len() - done);
+        if was == 0 {
+            // A fresh page comes as the service found it (see `zero_gap`): what this
+            // write leaves of it below the end of file is a hole.
+            if inpg > 0 {
+                stores.push((p * PAGE, &zeros[..inpg]));
+            }
+            let written_end = (first + k as u64) * PAGE + (inpg + n) as u64;
+            if written_end < size && inpg + n < PAGE as usize {
+                stores.push((p * PAGE + (inpg + n) as u64, &zeros[inpg + n..]));
+            }
+        }
+        stores.push((p * PAGE + inpg as u64, &data[done..done + n]));
+        done += n;
+    }
+    stores
+}
+
+/// Makes `stores` through `copy`, outside the state, durable with one fence.
+fn copy_in(copy: crate::client::Copy, stores: &[(u64, &[u8])]) -> Result<()> {
+    let r = stores
+        .iter()
+        .try_for_each(|&(at, bytes)| copy.write(at, bytes));
+    copy.fence();
+    r
+}
+
+/// Makes `stores` into domain `d` through the state, durable with one fence (the
+/// writes need no flush: non-temporal stores, see `State::write_data`).
+fn store_locked(s: &mut State, d: u16, stores: &[(u64, &[u8])]) -> Result<()> {
+    for &(at, bytes) in stores {
+        s.write_data(d, at, bytes)?;
+    }
+    s.fence_data(d)
+}
+
+/// Whether file `ino` is still inode `i` with pages `pages` from page `first` on (0: a
+/// hole), as a write planned it before letting the state go.
+fn file_as_planned(s: &mut State, ino: u64, i: &Inode, first: u64, pages: &[u64]) -> Result<bool> {
+    if s.inode(ino)? != *i {
+        return Ok(false);
+    }
+    for (k, &p) in pages.iter().enumerate() {
+        if s.page_of(ino, i, first + k as u64)? != p {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A run of consecutive data pages: (first, count).
+type Run = (u64, u64);
+
 /// Fills the holes among `pages` (data pages of file pages `first..`, 0 for a hole)
-/// with runs of pages reserved to the client in domain `d`, and returns the
-/// map-pages operations that map them: one per run of consecutive holes and pages.
-fn map_holes(s: &mut State, ino: u64, d: u16, first: u64, pages: &mut [u64]) -> Result<Vec<Op>> {
+/// with runs of pages reserved to the client in domain `d`, which it claims (see
+/// `State::claim_pages`), and returns the map-pages operations that map them (one per
+/// run of consecutive holes and pages) and the runs claimed.
+fn map_holes(
+    s: &mut State,
+    ino: u64,
+    d: u16,
+    first: u64,
+    pages: &mut [u64],
+) -> Result<(Vec<Op>, Vec<Run>)> {
     let holes = pages.iter().filter(|&&p| p == 0).count() as u64;
     if holes == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
-    let mut fresh = s
-        .page_runs(d, holes)?
-        .into_iter()
-        .flat_map(|(a, n)| a..a + n);
+    let runs = s.page_runs(d, holes)?;
+    s.claim_pages(d, &runs);
+    let mut fresh = runs.iter().flat_map(|&(a, n)| a..a + n);
     let mut ops: Vec<Op> = Vec::new();
     for (k, p) in pages.iter_mut().enumerate() {
         if *p != 0 {
@@ -658,7 +787,7 @@ fn map_holes(s: &mut State, ino: u64, d: u16, first: u64, pages: &mut [u64]) -> 
             }),
         }
     }
-    Ok(ops)
+    Ok((ops, runs))
 }
 
 /// Zeroes the bytes `[from, to)` of file `ino` (inode `i`, whose size is `from`) that

@@ -395,33 +395,52 @@ impl Region {
     /// ownership first and written back after); the lines are not left in the cache.
     pub fn write_streaming(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
         check_bounds(addr, data.len() as u64, self.size())?;
-        if !crate::stream::stream_available() || !self.mode.is_cpu_flush() {
+        if !self.mode.is_cpu_flush() {
             self.write(addr, data)?;
             return self.flush(addr, data.len() as u64, FlushKind::Clwb);
         }
-        let at = self.data_addr(addr);
-        let base = self.backing.map.ptr();
-        let (head, body, _) = crate::stream::split_lines(base as usize + at, data.len());
-        let (h, rest) = data.split_at(head);
-        let (b, t) = rest.split_at(body);
-        if !h.is_empty() {
-            self.write(addr, h)?;
-            self.flush(addr, h.len() as u64, FlushKind::Clwb)?;
-        }
-        if !b.is_empty() {
-            // SAFETY: bounds were checked; `base + at + head` is line-aligned and the
-            // body a whole number of lines, inside the live writable mapping.
-            unsafe { crate::stream::stream_lines(base.add(at + head), b) };
-            let lines = (body as u64) / pmlab_spine::LINE;
-            self.counters.flushes += lines;
-            crate::scm_model::charge_lines(lines);
-        }
-        if !t.is_empty() {
-            let ta = addr + (head + body) as u64;
-            self.write(ta, t)?;
-            self.flush(ta, t.len() as u64, FlushKind::Clwb)?;
-        }
+        let dst = self.data_ptr().wrapping_add(addr as usize);
+        // SAFETY: bounds were checked; `&mut self` keeps every other access away.
+        self.counters.flushes += unsafe { crate::stream::copy_streaming(self.mode, dst, data) };
         Ok(())
+    }
+
+    /// [`Region::write_streaming`] through a shared reference, for threads that copy
+    /// into disjoint ranges of one region at once (libFS copies file data outside its
+    /// state lock). Durable once the writing thread executes
+    /// [`Region::fence_shared`]. Only in a CPU flush mode, where a copy needs no
+    /// state of the region: in another mode it stores nothing and returns `Ok(false)`,
+    /// and the caller writes through `&mut` as before. The lines are charged to the
+    /// SCM write model but not counted in [`Memory::persist_counters`] (a plain
+    /// counter, not shared between threads).
+    ///
+    /// # Safety
+    /// While it runs, no reference into `[addr, addr + data.len())` of the data area
+    /// ([`Region::data`], [`Region::data_mut`]) may be live in this process. Other
+    /// threads' stores there through raw pointers race with it as any two processes'
+    /// stores to shared memory do: the bytes are then either's, never undefined
+    /// behaviour of this process's references.
+    pub unsafe fn write_streaming_shared(
+        &self,
+        addr: Addr,
+        data: &[u8],
+    ) -> Result<bool, SpineError> {
+        check_bounds(addr, data.len() as u64, self.size())?;
+        if !self.mode.is_cpu_flush() {
+            return Ok(false);
+        }
+        // SAFETY: bounds were checked; the range is the caller's alone (the contract).
+        unsafe {
+            let dst = self.data_ptr().add(addr as usize);
+            crate::stream::copy_streaming(self.mode, dst, data);
+        }
+        Ok(true)
+    }
+
+    /// Orders this thread's stores and write-backs before its later ones (`sfence` in
+    /// a CPU flush mode): what [`Region::write_streaming_shared`] wrote is then durable.
+    pub fn fence_shared(&self) {
+        crate::persist::store_fence(self.mode);
     }
 
     fn data_addr(&self, addr: Addr) -> usize {

@@ -11,6 +11,8 @@
 
 use pmlab_spine::LINE;
 
+use crate::persist::PersistMode;
+
 /// Whether this build stores whole lines non-temporally (x86_64), or falls back to an
 /// ordinary store and a flush of each line.
 pub fn stream_available() -> bool {
@@ -48,6 +50,56 @@ pub(crate) unsafe fn stream_lines(dst: *mut u8, src: &[u8]) {
 pub(crate) unsafe fn stream_lines(dst: *mut u8, src: &[u8]) {
     // SAFETY: the caller's contract.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+}
+
+/// Copies `src` to `dst` so that the calling thread's next store fence makes it
+/// durable: the whole lines with [`stream_lines`] (non-temporal where available,
+/// then nothing to flush), a partial line at either end by an ordinary store and a
+/// write-back in `mode`. Returns the lines it wrote back or streamed, all of which are
+/// charged to the SCM write model.
+///
+/// # Safety
+/// `mode` must be a CPU flush mode this CPU supports, and `[dst, dst + src.len())`
+/// writable memory of one live mapping that nothing else accesses meanwhile.
+pub(crate) unsafe fn copy_streaming(mode: PersistMode, dst: *mut u8, src: &[u8]) -> u64 {
+    let (head, body, _) = split_lines(dst as usize, src.len());
+    let (h, rest) = src.split_at(head);
+    let (b, t) = rest.split_at(body);
+    let mut lines = 0;
+    // SAFETY (all three): the pieces lie in the caller's range, in order; the body
+    // starts on a line and is whole lines.
+    unsafe {
+        lines += store_and_flush(mode, dst, h);
+        if !b.is_empty() {
+            if stream_available() {
+                stream_lines(dst.add(head), b);
+                let n = (body as u64) / LINE;
+                crate::scm_model::charge_lines(n);
+                lines += n;
+            } else {
+                lines += store_and_flush(mode, dst.add(head), b);
+            }
+        }
+        lines += store_and_flush(mode, dst.add(head + body), t);
+    }
+    lines
+}
+
+/// Stores `src` at `dst` and writes its lines back in `mode`; the lines it spans.
+///
+/// # Safety
+/// As [`copy_streaming`].
+unsafe fn store_and_flush(mode: PersistMode, dst: *mut u8, src: &[u8]) -> u64 {
+    if src.is_empty() {
+        return 0;
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len());
+        crate::persist::flush_lines(mode, dst, src.len());
+    }
+    let start = dst as u64 / LINE;
+    (dst as u64 + src.len() as u64).div_ceil(LINE) - start
 }
 
 /// Splits a copy of `len` bytes to address `at` into a head before the first whole line,

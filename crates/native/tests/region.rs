@@ -263,3 +263,48 @@ fn streaming_writes_store_the_same_bytes_in_every_mode() {
         }
     );
 }
+
+/// Threads copying into disjoint ranges of one region through a shared reference at
+/// once store exactly their bytes, each made durable by its own fence; in a mode that
+/// needs the region's state to persist (`Portable`) the shared copy stores nothing
+/// and says so, so that the caller takes the `&mut` path.
+#[test]
+fn shared_streaming_writes_from_several_threads_store_their_bytes() {
+    let mut r = Region::create_memfd("s", MIB).unwrap();
+    r.set_persist_mode(CpuPersistFeatures::detect().best_mode())
+        .unwrap();
+    // Odd offsets and lengths, so that heads, bodies and tails of lines all occur, and
+    // neighbours share lines only where their ranges touch: none do here.
+    let ranges: Vec<(u64, usize)> = (0..8)
+        .map(|t| (t * 20_000 + 3 + t, 9_000 + 7 * t as usize))
+        .collect();
+    std::thread::scope(|s| {
+        for (t, &(at, len)) in ranges.iter().enumerate() {
+            let r = &r;
+            s.spawn(move || {
+                let data: Vec<u8> = (0..len).map(|i| (i * 7 + t) as u8).collect();
+                // SAFETY: the threads' ranges are disjoint, and nothing else touches
+                // the region while they run.
+                assert!(unsafe { r.write_streaming_shared(at, &data) }.unwrap());
+                r.fence_shared();
+            });
+        }
+    });
+    for (t, &(at, len)) in ranges.iter().enumerate() {
+        let mut got = vec![0u8; len];
+        r.read(at, &mut got).unwrap();
+        let want: Vec<u8> = (0..len).map(|i| (i * 7 + t) as u8).collect();
+        assert!(got == want, "thread {t}'s bytes at {at}");
+        let mut gap = [0xffu8; 3];
+        r.read(at - 3, &mut gap).unwrap();
+        assert_eq!(gap, [0, 0, 0], "bytes before thread {t}'s range");
+    }
+    // SAFETY: no other access to the region meanwhile.
+    assert!(unsafe { r.write_streaming_shared(MIB - 4096 - 4, &[0; 8]) }.is_err());
+    r.set_persist_mode(PersistMode::Portable).unwrap();
+    // SAFETY: as above.
+    assert!(!unsafe { r.write_streaming_shared(0, &[1; 100]) }.unwrap());
+    let mut got = [0xffu8; 1];
+    r.read(0, &mut got).unwrap();
+    assert_eq!(got, [0], "a refused shared copy stores nothing");
+}

@@ -1,6 +1,9 @@
 //! Reaching file data: the mappings of domains' data spaces (or, for a domain the
 //! client may only write, the service), and changes of attributes, which move data.
 
+use std::sync::Arc;
+
+use super::copies::Copy;
 use super::state::{DataSpace, State};
 use crate::apply::AttrChange;
 use crate::error::{FsError, Result};
@@ -44,7 +47,7 @@ impl State {
             (DataAccess::WriteOnly, _) => DataSpace::WriteOnly,
             (a, Some(fd)) => {
                 let f = std::fs::File::from(fd);
-                DataSpace::Mapped(Box::new(Map::of_data_file(&f, a == DataAccess::ReadWrite)?))
+                DataSpace::Mapped(Arc::new(Map::of_data_file(&f, a == DataAccess::ReadWrite)?))
             }
             (_, None) => return Err(FsError::Protocol("expected a domain descriptor".into())),
         };
@@ -67,13 +70,32 @@ impl State {
 
     /// The mapping of domain `d`'s data space (writable only if the service allowed
     /// it); refused for a domain this client may only write, which it cannot map.
+    /// Waits for the copies in flight, which share the mapping.
     pub fn data(&mut self, d: u16) -> Result<&mut Map> {
+        self.copies.wait_idle();
         match self.space(d)? {
-            DataSpace::Mapped(m) => Ok(&mut **m),
+            // A copy drops its share of the mapping before it leaves `copies`.
+            DataSpace::Mapped(m) => Ok(Arc::get_mut(m).expect("no copy in flight")),
             DataSpace::WriteOnly => Err(FsError::Denied(format!(
                 "domain {d} is write-only to this client: it has no mapping of it"
             ))),
         }
+    }
+
+    /// A copy of file data of domain `d` (into it if `write`) to run once the state is
+    /// let go (see [`super::copies`]), or `None` where the data must be reached
+    /// through the state, which also refuses what the client may not do: a write-only
+    /// domain (written through the service, never read), a write to a read-only
+    /// mapping, or a mapping whose writes need its own state ([`Map::shares_copies`]).
+    /// Called once the operation has found its pages, with the leases covering them
+    /// held.
+    pub fn begin_copy(&mut self, d: u16, write: bool) -> Result<Option<Copy>> {
+        Ok(match self.space(d)? {
+            DataSpace::Mapped(m) if m.shares_copies() && (m.writable() || !write) => {
+                Some(Copy::new(m.clone(), &self.copies))
+            }
+            _ => None,
+        })
     }
 
     /// The populating signals of the data spaces this client maps (see
@@ -110,8 +132,11 @@ impl State {
     /// the service for a write-only domain (durable when this returns). Refused if the
     /// client may not write the domain.
     pub fn write_data(&mut self, d: u16, off: u64, bytes: &[u8]) -> Result<()> {
+        self.copies.wait_idle();
         let r = match self.space(d)? {
-            DataSpace::Mapped(m) if m.writable() => m.write_streaming(off, bytes),
+            DataSpace::Mapped(m) if m.writable() => Arc::get_mut(m)
+                .expect("no copy in flight")
+                .write_streaming(off, bytes),
             DataSpace::Mapped(_) => Err(FsError::Denied(format!("domain {d} is mapped read-only"))),
             DataSpace::WriteOnly => {
                 let req = Request::WriteData {
@@ -131,8 +156,15 @@ impl State {
     /// durable: one fence (sfence), which orders the non-temporal stores and flushes
     /// those writes issued.
     pub fn fence_data(&mut self, d: u16) -> Result<()> {
+        let copies = self.copies.clone();
         if let DataSpace::Mapped(m) = self.space(d)? {
-            m.fence();
+            if m.shares_copies() {
+                m.fence_shared();
+            } else {
+                // A mode whose fence needs the region's state (`msync`).
+                copies.wait_idle();
+                Arc::get_mut(m).expect("no copy in flight").fence();
+            }
         }
         Ok(())
     }

@@ -28,12 +28,14 @@
 //! by the next sync of the mount, the way the kernel reports writeback errors.
 
 mod conn;
+mod copies;
 mod data;
 mod granularity;
 mod reserve;
 mod revoke;
 mod state;
 
+pub use copies::Copy;
 pub use granularity::CONTENDED_FOR;
 pub use reserve::ExtentAsk;
 pub use state::{SHIP_OPS, State};
@@ -53,6 +55,10 @@ use crate::proto::{self, Reply, Request};
 use crate::txn::Changes;
 use conn::Conn;
 use reserve::RESERVE_FIRST;
+
+/// How long a write refused for the client's reservation limit waits for other
+/// threads' writes to record the pages they claimed ([`Client::past_claims`]).
+pub const CLAIMS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A connection to the service: the mount of one volume.
 pub struct Client {
@@ -102,6 +108,7 @@ impl Client {
             journal: Vec::new(),
             inodes: BTreeSet::new(),
             pages: FxHashMap::default(),
+            claimed: FxHashMap::default(),
             domains: FxHashMap::default(),
             my_domains: FxHashMap::default(),
             names: FxHashMap::default(),
@@ -115,6 +122,7 @@ impl Client {
             lost: 0,
             lost_why: String::new(),
             conn: conn.clone(),
+            copies: Default::default(),
         }));
         let rev2 = rev
             .try_clone()
@@ -283,6 +291,35 @@ impl Client {
         }
         s.forget_cached();
         Ok(())
+    }
+
+    /// Runs `op` (a write that reserves data pages), again while it is refused for the
+    /// client's reservation limit and other threads' writes in flight hold claimed
+    /// pages ([`State::claim_pages`]): the service counts those as reserved and not
+    /// used until their writes record them, which they do once this thread lets the
+    /// state go. A refusal with nothing claimed is the client's own, and returned; so
+    /// is one whose claims stay for [`CLAIMS_WAIT`] (the writes holding them wait for
+    /// leases other clients must give back, or died).
+    pub fn past_claims<T>(&self, mut op: impl FnMut() -> Result<T>) -> Result<T> {
+        loop {
+            match op() {
+                Err(FsError::NoSpace(m)) if m.contains("client limit") => {
+                    let claimed = self.state().claimed_pages();
+                    let since = std::time::Instant::now();
+                    if claimed == 0 {
+                        return Err(FsError::NoSpace(m));
+                    }
+                    // Claims are held for one copy each: wait until some are recorded.
+                    while self.state().claimed_pages() >= claimed {
+                        if since.elapsed() > CLAIMS_WAIT {
+                            return Err(FsError::NoSpace(m));
+                        }
+                        std::thread::yield_now();
+                    }
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Ships the journal (the durability point of metadata operations).

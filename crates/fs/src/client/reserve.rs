@@ -222,6 +222,43 @@ impl State {
         Ok(out)
     }
 
+    /// Takes the runs `runs` (pages of domain `d` reserved to this client) out of the
+    /// pool for a write that copies data into them before it records them: no other
+    /// write takes them meanwhile, and the local check still counts them as reserved.
+    /// Recording them uses them; [`State::unclaim_pages`] puts back what was not.
+    pub fn claim_pages(&mut self, d: u16, runs: &[(u64, u64)]) {
+        let pool = self.pages.entry(d).or_default();
+        let taken: Vec<(u64, u64)> = runs
+            .iter()
+            .flat_map(|&(first, n)| pool.take_range(first, first + n))
+            .collect();
+        self.claimed
+            .entry(d)
+            .or_default()
+            .extend(taken.into_iter().flat_map(|(a, b)| a..b));
+    }
+
+    /// Puts the pages of `runs` that are still claimed (no recorded operation used
+    /// them) back into the pool.
+    pub fn unclaim_pages(&mut self, d: u16, runs: &[(u64, u64)]) {
+        let Some(claimed) = self.claimed.get_mut(&d) else {
+            return;
+        };
+        let back: Vec<(u64, u64)> = runs
+            .iter()
+            .flat_map(|&(first, n)| claimed.take_range(first, first + n))
+            .collect();
+        self.pages
+            .entry(d)
+            .or_default()
+            .extend(back.into_iter().flat_map(|(a, b)| a..b));
+    }
+
+    /// Data pages claimed by writes in flight (see [`State::claim_pages`]).
+    pub fn claimed_pages(&self) -> u64 {
+        self.claimed.values().map(|p| p.len()).sum()
+    }
+
     /// Up to `count` extents of `n` consecutive free data pages of domain `d`,
     /// reserved to this client: their first pages, at least one.
     pub fn take_extents(&mut self, d: u16, n: u64, count: u64) -> Result<Vec<u64>> {

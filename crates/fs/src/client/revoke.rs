@@ -31,6 +31,8 @@ fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
     // Like `Client::state`: a caller that panicked holding the state must not silence
     // the revoker, or the service would drop this client.
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+    // Once the lease goes, another client may free pages a copy in flight uses.
+    s.copies.wait_idle();
     if held {
         let mut l = conn.leases.lock().unwrap_or_else(|e| e.into_inner());
         // Replaced by a newer grant in the meantime: that one stays.

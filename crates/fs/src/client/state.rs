@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::conn::{Conn, LeaseTable};
+use super::copies::Copies;
 use crate::apply::{Authority, apply_batch_over};
 use crate::cache::{CachedRadix, MetaCache};
 use crate::dir;
@@ -33,8 +34,9 @@ const OVERLAY_MAX_PAGES: usize = 8192;
 
 /// How this client reaches a domain's data.
 pub(crate) enum DataSpace {
-    /// Through a mapping (read-only, or read-write if it may write the domain).
-    Mapped(Box<Map>),
+    /// Through a mapping (read-only, or read-write if it may write the domain), shared
+    /// with the copies in flight ([`super::copies`]).
+    Mapped(Arc<Map>),
     /// Through the service: the client may write the domain but not read it.
     WriteOnly,
 }
@@ -75,6 +77,10 @@ pub struct State {
     /// Data pages reserved to this client, by domain, as runs: every page a batch uses
     /// is looked up and removed, a KVFS object's extent in one step.
     pub(super) pages: FxHashMap<u16, PagePool>,
+    /// Data pages reserved to this client that a write holds while it copies data into
+    /// them outside the state, before it records them (see [`State::claim_pages`]): no
+    /// other write takes them, and the local check takes them as reserved.
+    pub(super) claimed: FxHashMap<u16, PagePool>,
     pub(super) domains: FxHashMap<u16, DataSpace>,
     pub(super) my_domains: FxHashMap<u32, u16>,
     /// Names looked up or created, per directory: looked up by `&str`, with no
@@ -96,6 +102,8 @@ pub struct State {
     pub(super) lost: u64,
     pub(super) lost_why: String,
     pub(super) conn: Arc<Conn>,
+    /// File data copies in flight outside this state (see [`super::copies`]).
+    pub(super) copies: Arc<Copies>,
 }
 
 pub(super) struct LocalAuth<'a> {
@@ -103,6 +111,7 @@ pub(super) struct LocalAuth<'a> {
     pub leases: &'a LeaseTable,
     pub inodes: &'a BTreeSet<u64>,
     pub pages: &'a FxHashMap<u16, PagePool>,
+    pub claimed: &'a FxHashMap<u16, PagePool>,
     pub opens: &'a FxHashMap<u64, (u32, bool)>,
     pub now: u64,
 }
@@ -118,13 +127,26 @@ impl Authority for LocalAuth<'_> {
         self.inodes.contains(&ino)
     }
     fn page_reserved(&self, d: u16, p: u64) -> bool {
-        self.pages.get(&d).is_some_and(|v| v.contains(p))
+        let held = |m: &FxHashMap<u16, PagePool>| m.get(&d).is_some_and(|v| v.contains(p));
+        held(self.pages) || held(self.claimed)
     }
     fn first_unreserved(&self, d: u16, first: u64, count: u64) -> Option<u64> {
-        match self.pages.get(&d) {
-            Some(v) => v.first_missing(first, count),
-            None => (count > 0).then_some(first),
+        // Reserved is in the pool or claimed: skip what either holds, page by page
+        // where they alternate.
+        let end = first.saturating_add(count);
+        let missing = |m: &FxHashMap<u16, PagePool>, at: u64| match m.get(&d) {
+            Some(v) => v.first_missing(at, end - at),
+            None => Some(at),
+        };
+        let mut at = first;
+        while at < end {
+            at = missing(self.pages, at)?;
+            if !self.claimed.get(&d).is_some_and(|v| v.contains(at)) {
+                return Some(at);
+            }
+            at = missing(self.claimed, at).unwrap_or(end);
         }
+        None
     }
     fn is_open(&self, ino: u64) -> bool {
         self.opens.contains_key(&ino)
@@ -276,6 +298,7 @@ impl State {
                 leases: &leases,
                 inodes: &self.inodes,
                 pages: &self.pages,
+                claimed: &self.claimed,
                 opens: &self.opens,
                 now: now_ns(),
             };
@@ -310,8 +333,10 @@ impl State {
             self.inodes.remove(i);
         }
         for &(d, first, count) in &out.used_pages {
-            if let Some(v) = self.pages.get_mut(&d) {
-                v.remove(first..first + count);
+            for pool in [&mut self.pages, &mut self.claimed] {
+                if let Some(v) = pool.get_mut(&d) {
+                    v.remove(first..first + count);
+                }
             }
         }
         if !out.freed_inodes.is_empty() {
@@ -475,6 +500,8 @@ impl State {
 
     /// Ships the journal without waiting for the service to apply it.
     pub(super) fn send_journal(&mut self) -> Result<()> {
+        // The batch may free pages that copies in flight still read or write.
+        self.copies.wait_idle();
         if self.journal.is_empty() {
             return Ok(());
         }
@@ -604,8 +631,10 @@ impl State {
             self.ship()?;
         }
         // The service may free the object now (an unlinked file's last close), changing
-        // pages kept clean since the last ship.
+        // pages kept clean since the last ship, and giving its data pages to another
+        // file while a copy of this process still reads or writes them.
         self.clean.clear();
+        self.copies.wait_idle();
         self.conn.call(&Request::Close { ino }, &[]).map(|_| ())
     }
 

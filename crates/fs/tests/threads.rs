@@ -1,0 +1,342 @@
+//! Threads of one process sharing one mount read and write file data outside libFS's
+//! state lock (`client::copies`); no page may change files under a copy in flight.
+//!
+//! Four threads share a volume whose one domain is small, so that pages freed by a
+//! truncate or an unlink come back from the service to the next reservation within a
+//! few rounds. Three threads each keep files of their own, written, overwritten,
+//! grown, shrunk and removed in seeded rounds (xoshiro256++), and read each one back
+//! against their own copy of what it must hold, byte for byte. Two of them also write
+//! large runs into one shared file, and the fourth thread reads it, cuts it short
+//! and syncs all the time, freeing its pages while copies into and out of them may be
+//! in flight. Every 8-byte word written anywhere names its file (and the shared file
+//! its writer), so a read of the shared file may show any of its writers' words or
+//! zeros, and a private file exactly its own bytes: a word of another file in either
+//! is a page that changed hands under a copy.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pmlab_fs::layout::Params;
+use pmlab_fs::mkfs::RootOwner;
+use pmlab_fs::pxfs::{OpenFlags, Pxfs};
+use pmlab_fs::service;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+const ROUNDS: usize = 1000;
+const PRIVATE_THREADS: u32 = 3;
+/// Largest private write, and largest run into the shared file.
+const MAX_WRITE: usize = 96 * 1024;
+const SHARED_RUN: usize = 256 * 1024;
+
+fn params() -> Params {
+    Params {
+        meta_pages: 4096,
+        inodes: 31 * 64,
+        log_pages: 400,
+        max_domains: 8,
+        // 16 MiB: the private files and the shared file's runs fill it several times
+        // over in a run, so freed pages are handed out again soon; and an eighth of it
+        // (a client's reservation limit) holds the pages of every thread's write in
+        // flight at once.
+        domain_pages: 4096,
+        kv_object_pages: 2,
+        volume_id: 12,
+    }
+}
+
+/// Bytes whose 8-byte words all name `tag` (and their place, so runs differ).
+fn words(tag: u32, start: u64, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len + 8);
+    let mut w = start / 8;
+    while v.len() < len {
+        v.extend_from_slice(&((u64::from(tag) << 32) | (w & 0xffff_ffff)).to_le_bytes());
+        w += 1;
+    }
+    v.truncate(len);
+    v
+}
+
+fn private_tag(thread: u32, file: u32) -> u32 {
+    0x1000 + thread * 16 + file
+}
+
+const SHARED_TAGS: [u32; 2] = [0xA001, 0xA002];
+
+/// One private file's life: writes at random places, sizes changed, read back whole.
+fn private_thread(fs: &Pxfs, t: u32, stop: &AtomicBool) -> Result<(), String> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(u64::from(t) + 1);
+    let dir = format!("/p{t}");
+    fs.mkdir(&dir, 0o755).map_err(|e| e.to_string())?;
+    let mut files: Vec<Option<Vec<u8>>> = vec![None; 4];
+    for round in 0..ROUNDS {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let f = rng.gen_range(0..files.len());
+        let path = format!("{dir}/f{f}");
+        let tag = private_tag(t, f as u32);
+        let fd = match &files[f] {
+            Some(_) => fs.open(
+                &path,
+                OpenFlags {
+                    write: true,
+                    ..Default::default()
+                },
+            ),
+            None => fs.create(&path, 0o644),
+        }
+        .map_err(|e| format!("{path}: {e}"))?;
+        let mine = files[f].get_or_insert_with(Vec::new);
+        match rng.gen_range(0..10) {
+            0..=5 => {
+                let off = rng.gen_range(0..=mine.len() + 4096) as u64;
+                let len = rng.gen_range(1..=MAX_WRITE);
+                let data = words(tag, off, len);
+                fs.pwrite(fd, off, &data)
+                    .map_err(|e| format!("{path}: write: {e}"))?;
+                let end = off as usize + len;
+                if mine.len() < end {
+                    mine.resize(end, 0);
+                }
+                mine[off as usize..end].copy_from_slice(&data);
+            }
+            6 | 7 => {
+                let size = rng.gen_range(0..=mine.len());
+                fs.truncate(&path, size as u64)
+                    .map_err(|e| format!("{path}: truncate: {e}"))?;
+                mine.truncate(size);
+            }
+            8 => fs.fsync(fd).map_err(|e| format!("{path}: fsync: {e}"))?,
+            _ => {}
+        }
+        let mut got = vec![0u8; mine.len() + 100];
+        let n = fs
+            .pread(fd, 0, &mut got)
+            .map_err(|e| format!("{path}: read: {e}"))?;
+        fs.close(fd).map_err(|e| e.to_string())?;
+        if got[..n] != mine[..] {
+            let at = (0..n.min(mine.len()))
+                .find(|&i| got[i] != mine[i])
+                .unwrap_or(n);
+            return Err(format!(
+                "round {round}: {path} read back {n} bytes, first differing at byte {at} (of {})",
+                mine.len()
+            ));
+        }
+        if rng.gen_range(0..8) == 0 {
+            fs.unlink(&path)
+                .map_err(|e| format!("{path}: unlink: {e}"))?;
+            fs.sync().map_err(|e| e.to_string())?;
+            files[f] = None;
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every word of `bytes` (read at `off` of the shared file) is a writer's
+/// or zero.
+fn shared_words_ok(bytes: &[u8], off: u64) -> Result<(), String> {
+    for (k, w) in bytes.chunks_exact(8).enumerate() {
+        let w = u64::from_le_bytes(w.try_into().unwrap());
+        let tag = (w >> 32) as u32;
+        if w != 0 && !SHARED_TAGS.contains(&tag) {
+            return Err(format!(
+                "the shared file holds a word of another file ({tag:#x}) at byte {}",
+                off + 8 * k as u64
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes runs into the shared file at word-aligned places, reading each back.
+fn shared_writer(fs: &Pxfs, tag: u32, stop: &AtomicBool) -> Result<(), String> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(u64::from(tag));
+    let fd = fs
+        .open(
+            "/shared",
+            OpenFlags {
+                write: true,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; SHARED_RUN];
+    while !stop.load(Ordering::Relaxed) {
+        let off = rng.gen_range(0..64u64) * 4096 + 8 * rng.gen_range(0..64u64);
+        let data = words(tag, off, rng.gen_range(1..=SHARED_RUN / 8) * 8);
+        fs.pwrite(fd, off, &data)
+            .map_err(|e| format!("shared write: {e}"))?;
+        let n = fs
+            .pread(fd, off, &mut buf)
+            .map_err(|e| format!("shared read: {e}"))?;
+        shared_words_ok(&buf[..n / 8 * 8], off)?;
+    }
+    fs.close(fd).map_err(|e| e.to_string())
+}
+
+/// Reads the shared file whole, cuts it short and syncs, again and again.
+fn shared_cutter(fs: &Pxfs, stop: &AtomicBool) -> Result<(), String> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(99);
+    let mut buf = vec![0u8; 64 * 4096 + SHARED_RUN];
+    while !stop.load(Ordering::Relaxed) {
+        let fd = fs
+            .open("/shared", OpenFlags::default())
+            .map_err(|e| e.to_string())?;
+        let n = fs
+            .pread(fd, 0, &mut buf)
+            .map_err(|e| format!("shared read: {e}"))?;
+        fs.close(fd).map_err(|e| e.to_string())?;
+        shared_words_ok(&buf[..n / 8 * 8], 0)?;
+        let size = rng.gen_range(0..4u64) * 4096;
+        fs.truncate("/shared", size)
+            .map_err(|e| format!("shared truncate: {e}"))?;
+        fs.sync().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[test]
+fn threads_sharing_a_mount_never_see_a_page_change_files_under_a_copy() {
+    let tmp = shm();
+    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
+    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
+    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    let fs = Pxfs::mount(&sock).unwrap();
+    let fd = fs.create("/shared", 0o644).unwrap();
+    fs.close(fd).unwrap();
+    let stop = AtomicBool::new(false);
+    let fail = |r: Result<(), String>| {
+        if let Err(e) = &r {
+            // Printed at once: the other threads may take a while to stop.
+            eprintln!("{e}");
+            stop.store(true, Ordering::Relaxed);
+        }
+        r
+    };
+    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let (fs, stop) = (&fs, &stop);
+        let shared: Vec<_> = SHARED_TAGS
+            .iter()
+            .map(|&tag| s.spawn(move || fail(shared_writer(fs, tag, stop))))
+            .collect();
+        let cutter = s.spawn(move || fail(shared_cutter(fs, stop)));
+        let private: Vec<_> = (0..PRIVATE_THREADS)
+            .map(|t| s.spawn(move || fail(private_thread(fs, t, stop))))
+            .collect();
+        // A thread that panics is an error too, and stops the others like one.
+        let joined = |h: std::thread::ScopedJoinHandle<'_, Result<(), String>>| {
+            h.join()
+                .unwrap_or_else(|_| Err("a thread panicked (see above)".into()))
+        };
+        let mut out: Vec<_> = private.into_iter().map(joined).collect();
+        stop.store(true, Ordering::Relaxed);
+        out.extend(shared.into_iter().map(joined));
+        out.push(joined(cutter));
+        out
+    });
+    drop(fs);
+    svc.stop().unwrap();
+    let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+/// A scratch directory on tmpfs: volumes there stand for SCM, mapped with CPU
+/// write-backs, where libFS copies outside its state (on a disk file system the
+/// mapping is written back with `msync` and every copy stays under the state).
+fn shm() -> tempfile::TempDir {
+    tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs on Linux")
+}
+
+/// A mount with `/f` of `pages` pages written and synced; the file's domain.
+fn mount_with_file(sock: &std::path::Path, pages: usize) -> (Pxfs, u16) {
+    let fs = Pxfs::mount(sock).unwrap();
+    let fd = fs.create("/f", 0o644).unwrap();
+    fs.write(fd, &words(7, 0, pages * 4096)).unwrap();
+    fs.close(fd).unwrap();
+    fs.sync().unwrap();
+    let ino = fs.stat("/f").unwrap().ino;
+    let d = fs.client().state().inode(ino).unwrap().domain;
+    (fs, d)
+}
+
+/// Runs `f` on another thread while `copy` (a copy in flight) is held for a while,
+/// then lets the copy go; returns whether `f` had finished before that.
+fn finished_during_copy(copy: pmlab_fs::client::Copy, f: impl FnOnce() + Send) -> bool {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            f();
+            done.store(true, Ordering::SeqCst);
+        });
+        // Long enough for a request the gate does not hold back to go through; the
+        // correct code never finishes here, however long the wait.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let early = done.load(Ordering::SeqCst);
+        drop(copy);
+        h.join().unwrap();
+        early
+    })
+}
+
+/// The gate itself, deterministically: with a copy of a file's pages in flight, a
+/// batch that frees them is not sent, and the lease is not given to another client,
+/// until the copy ends.
+#[test]
+fn requests_that_free_pages_wait_for_the_copies_in_flight() {
+    let tmp = shm();
+    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
+    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
+    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    let (fs, d) = mount_with_file(&sock, 8);
+    // A truncate that frees the pages, then the sync that would ship it.
+    let copy = fs
+        .client()
+        .state()
+        .begin_copy(d, false)
+        .unwrap()
+        .expect("mapped");
+    fs.truncate("/f", 0).unwrap();
+    let early = finished_during_copy(copy, || fs.sync().unwrap());
+    assert!(
+        !early,
+        "the batch freeing /f's pages was sent with a copy of them in flight"
+    );
+    // Another client taking the file's lease (a revocation of this client's).
+    let fd = fs
+        .open(
+            "/f",
+            OpenFlags {
+                write: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    fs.write(fd, &words(8, 0, 4 * 4096)).unwrap();
+    fs.close(fd).unwrap();
+    let other = Pxfs::mount(&sock).unwrap();
+    let copy = fs
+        .client()
+        .state()
+        .begin_copy(d, false)
+        .unwrap()
+        .expect("mapped");
+    let early = finished_during_copy(copy, || {
+        let fd = other
+            .open(
+                "/f",
+                OpenFlags {
+                    write: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        other.close(fd).unwrap();
+    });
+    assert!(
+        !early,
+        "the lease on /f went to another client with a copy of its pages in flight"
+    );
+    drop((fs, other));
+    svc.stop().unwrap();
+}
