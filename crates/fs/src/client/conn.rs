@@ -39,6 +39,10 @@ pub(crate) struct Recv {
     stash: FxHashMap<u64, (Reply, Vec<OwnedFd>)>,
     /// Lease requests not yet answered: request number -> (key, exclusive).
     acquires: FxHashMap<u64, (u64, bool)>,
+    /// The highest request number whose reply was read, among requests the service
+    /// answers in order (all but lease requests, which may wait): every such request
+    /// up to it has been answered, every batch up to it applied.
+    answered: u64,
     /// Why the connection is gone, once it is.
     closed: Option<String>,
 }
@@ -146,9 +150,12 @@ impl Conn {
         match frame {
             Ok(Some((body, fds))) => match proto::decode_reply(&body) {
                 Ok((rid, rep)) => {
+                    let acquire = g.acquires.remove(&rid);
+                    if acquire.is_none() {
+                        g.answered = g.answered.max(rid);
+                    }
                     // Grant 0: a try that was not granted.
-                    if let (Some((key, excl)), Reply::Granted { grant }) =
-                        (g.acquires.remove(&rid), &rep)
+                    if let (Some((key, excl)), Reply::Granted { grant }) = (acquire, &rep)
                         && *grant != 0
                     {
                         let mut l = self.leases.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,6 +170,28 @@ impl Conn {
         }
         self.cv.notify_all();
         g
+    }
+
+    /// Waits until the reply to request `id` (not a lease request) has been read, by
+    /// this thread or another, and leaves it for its waiter: the service has then
+    /// handled every batch sent up to `id`. An error once the connection is gone.
+    pub fn wait_answered(&self, id: u64) -> Result<()> {
+        let mut g = self.lock_recv();
+        loop {
+            if g.answered >= id {
+                return Ok(());
+            }
+            if let Some(why) = &g.closed {
+                return Err(FsError::Protocol(format!(
+                    "the service connection is gone: {why}"
+                )));
+            }
+            g = if g.reading {
+                self.cv.wait(g).unwrap_or_else(|e| e.into_inner())
+            } else {
+                self.read_one(g)
+            };
+        }
     }
 
     /// Waits until grant `grant` of `key` has been read (true), or until it is clear

@@ -31,6 +31,7 @@ mod conn;
 mod copies;
 mod data;
 mod granularity;
+mod group;
 mod reserve;
 mod revoke;
 mod state;
@@ -119,6 +120,9 @@ impl Client {
             inode_refill: None,
             page_refill: FxHashMap::default(),
             meta_cursor: sb.pool_first,
+            outside: 0,
+            outside_last: 0,
+            overlay_gen: 0,
             lost: 0,
             lost_why: String::new(),
             conn: conn.clone(),
@@ -322,9 +326,12 @@ impl Client {
         }
     }
 
-    /// Ships the journal (the durability point of metadata operations).
+    /// Ships the journal and waits until the service has applied it (the durability
+    /// point of metadata operations): outside the state, so that the process's other
+    /// threads record operations meanwhile and their fsyncs share the next round trip
+    /// (see [`group`]).
     pub fn sync(&self) -> Result<()> {
-        self.state().ship()
+        group::sync(&self.conn, &self.state)
     }
 
     /// Waits until every data space this client maps is populated (on tmpfs, where a

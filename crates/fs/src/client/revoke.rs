@@ -77,6 +77,7 @@ fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
         s.record_loss("the service connection is gone");
     }
     s.overlay.clear();
+    s.overlay_gen += 1;
     s.written = Some(Default::default());
     s.forget_cached();
 }

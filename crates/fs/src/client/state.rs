@@ -97,6 +97,13 @@ pub struct State {
     pub(super) page_refill: FxHashMap<u16, u64>,
     /// Where the local check's metadata page search starts (next-fit, as the service's).
     pub(super) meta_cursor: u64,
+    /// Fsyncs waiting outside the state for batches they sent (see `client::group`),
+    /// and the last request any of them waits for.
+    pub(super) outside: u32,
+    pub(super) outside_last: u64,
+    /// Bumped whenever the overlay goes: replies read for an older overlay say nothing
+    /// about the pages of the current one.
+    pub(super) overlay_gen: u64,
     /// Losses of acknowledged operations so far (a sequence, like the kernel's errseq:
     /// each open file reports each loss once) and what the last one was.
     pub(super) lost: u64,
@@ -439,18 +446,33 @@ impl State {
     /// A batch the service refused is a loss of what it held (see
     /// [`State::record_loss`]) and the error returned.
     pub fn ship(&mut self) -> Result<()> {
-        let r = self.send_journal().and_then(|_| self.wait_inflight());
+        let sent = self.send_journal();
+        self.finish_ship(sent)
+    }
+
+    /// [`State::ship`] once the journal was sent (`sent`: how that went).
+    pub(super) fn finish_ship(&mut self, sent: Result<()>) -> Result<()> {
+        let r = sent
+            .and_then(|_| self.wait_inflight())
+            .and_then(|_| self.wait_outside());
         if let Err(e) = &r {
             self.record_loss(&e.to_string());
         }
-        // The mapping now shows what the service made of the batches.
+        self.drop_overlay(r.is_ok());
+        r.map_err(|e| FsError::Lost(e.to_string()))
+    }
+
+    /// Drops the overlay once the service has applied every batch it shows (`ok`: and
+    /// refused none): the mapping now shows what the service made of them.
+    pub(super) fn drop_overlay(&mut self, ok: bool) {
+        self.overlay_gen += 1;
         let written = self.written.replace(FxHashMap::default());
         match written {
-            Some(w) if r.is_ok() => self.keep_what_the_service_wrote(&w),
+            Some(w) if ok => self.keep_what_the_service_wrote(&w),
             _ => {
                 self.clean.clear();
                 let pages: Vec<u64> = std::mem::take(&mut self.overlay).into_keys().collect();
-                if r.is_ok() {
+                if ok {
                     // The service may have placed directory and radix pages elsewhere
                     // than this client did: what was read from the pages the batches
                     // changed goes. Everything else was read under leases still held
@@ -463,7 +485,6 @@ impl State {
                 }
             }
         }
-        r.map_err(|e| FsError::Lost(e.to_string()))
     }
 
     /// Drops the overlay once the service applied it and listed the pages it wrote
