@@ -16,7 +16,8 @@ use rustc_hash::FxHashMap;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::Thread;
 use std::time::Duration;
 
 use crate::error::{FsError, Result};
@@ -45,6 +46,38 @@ pub(crate) struct Recv {
     answered: u64,
     /// Why the connection is gone, once it is.
     closed: Option<String>,
+    /// Threads asleep until the reply to their request is read (or the socket is free
+    /// to read), by request number.
+    asleep: FxHashMap<u64, Thread>,
+    /// Threads asleep until any frame is read (waiting for a grant or for an answer
+    /// they do not take).
+    watching: Vec<Thread>,
+}
+
+impl Recv {
+    /// Wakes the thread asleep for reply `rid`, and every watcher.
+    fn wake_for(&self, rid: u64) {
+        if let Some(t) = self.asleep.get(&rid) {
+            t.unpark();
+        }
+        self.watching.iter().for_each(Thread::unpark);
+    }
+
+    /// Wakes every sleeper (the connection is gone).
+    fn wake_all(&self) {
+        self.asleep.values().for_each(Thread::unpark);
+        self.watching.iter().for_each(Thread::unpark);
+    }
+
+    /// A waiter leaves with what it waited for: if no one reads the socket now, one
+    /// sleeper is woken to read it, whose reply may still be on its way.
+    fn hand_over(&self) {
+        if !self.reading
+            && let Some(t) = self.asleep.values().next().or(self.watching.first())
+        {
+            t.unpark();
+        }
+    }
 }
 
 /// The request socket and what is in flight on it.
@@ -52,7 +85,6 @@ pub(crate) struct Conn {
     sock: UnixStream,
     send_lock: Mutex<()>,
     recv: Mutex<Recv>,
-    cv: Condvar,
     next_id: AtomicU64,
     /// The leases this client holds.
     pub leases: Mutex<LeaseTable>,
@@ -78,7 +110,6 @@ impl Conn {
             sock,
             send_lock: Mutex::new(()),
             recv: Mutex::new(Recv::default()),
-            cv: Condvar::new(),
             next_id: AtomicU64::new(1),
             leases: Mutex::new(LeaseTable::default()),
             contention: Default::default(),
@@ -100,8 +131,9 @@ impl Conn {
         let frame = proto::encode_request(id, req, attach);
         let _g = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         proto::send_frame(&self.sock, &frame, &[]).inspect_err(|e| {
-            self.lock_recv().closed.get_or_insert(e.to_string());
-            self.cv.notify_all();
+            let mut g = self.lock_recv();
+            g.closed.get_or_insert(e.to_string());
+            g.wake_all();
         })?;
         Ok(id)
     }
@@ -121,6 +153,7 @@ impl Conn {
         let mut g = self.lock_recv();
         loop {
             if let Some((r, fds)) = g.stash.remove(&id) {
+                g.hand_over();
                 return match r {
                     Reply::Err(kind, msg) => Err(refusal(kind, msg)),
                     r => Ok((r, fds)),
@@ -131,12 +164,45 @@ impl Conn {
                     "the service connection is gone: {why}"
                 )));
             }
-            g = if g.reading {
-                self.cv.wait(g).unwrap_or_else(|e| e.into_inner())
-            } else {
-                self.read_one(g)
-            };
+            g = self.read_or_sleep(g, Some(id));
         }
+    }
+
+    /// Reads one frame if no one else is reading the socket, else sleeps until woken:
+    /// for the reply to `id` (`None`: for any frame), or to take over reading. Each
+    /// frame wakes only the thread it is for (and the watchers), not every waiter:
+    /// the threads of a process waiting at once for their fsyncs would otherwise all
+    /// wake for each reply, through the scheduler (and a hypervisor), to find it is not
+    /// theirs.
+    fn read_or_sleep<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Recv>,
+        id: Option<u64>,
+    ) -> MutexGuard<'a, Recv> {
+        if !g.reading {
+            return self.read_one(g);
+        }
+        let me = std::thread::current();
+        match id {
+            Some(id) => {
+                g.asleep.insert(id, me);
+            }
+            None => g.watching.push(me),
+        }
+        drop(g);
+        // A wake-up between the registration and here leaves the token: no sleep.
+        std::thread::park();
+        let mut g = self.lock_recv();
+        match id {
+            Some(id) => {
+                g.asleep.remove(&id);
+            }
+            None => {
+                let me = std::thread::current().id();
+                g.watching.retain(|t| t.id() != me);
+            }
+        }
+        g
     }
 
     /// Reads one frame off the socket (the caller holds `g` and no one else is
@@ -162,13 +228,15 @@ impl Conn {
                         l.insert(key, (excl, *grant));
                     }
                     g.stash.insert(rid, (rep, fds));
+                    g.wake_for(rid);
+                    return g;
                 }
                 Err(e) => g.closed = Some(format!("bad reply: {e}")),
             },
             Ok(None) => g.closed = Some("the service closed the connection".into()),
             Err(e) => g.closed = Some(e.to_string()),
         }
-        self.cv.notify_all();
+        g.wake_all();
         g
     }
 
@@ -179,6 +247,7 @@ impl Conn {
         let mut g = self.lock_recv();
         loop {
             if g.answered >= id {
+                g.hand_over();
                 return Ok(());
             }
             if let Some(why) = &g.closed {
@@ -186,11 +255,7 @@ impl Conn {
                     "the service connection is gone: {why}"
                 )));
             }
-            g = if g.reading {
-                self.cv.wait(g).unwrap_or_else(|e| e.into_inner())
-            } else {
-                self.read_one(g)
-            };
+            g = self.read_or_sleep(g, None);
         }
     }
 
@@ -206,16 +271,14 @@ impl Conn {
                 .get(&key)
                 .map(|h| h.1);
             if have.is_some_and(|h| h >= grant) {
+                g.hand_over();
                 return have == Some(grant);
             }
             if g.closed.is_some() || !g.acquires.values().any(|a| a.0 == key) {
+                g.hand_over();
                 return false;
             }
-            g = if g.reading {
-                self.cv.wait(g).unwrap_or_else(|e| e.into_inner())
-            } else {
-                self.read_one(g)
-            };
+            g = self.read_or_sleep(g, None);
         }
     }
 
