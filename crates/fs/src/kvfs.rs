@@ -128,7 +128,7 @@ impl Kvfs {
         let extent = self.next_extent(&mut s, domain, n, floor)?;
         let claim = [(extent, n)];
         s.claim_pages(domain, &claim);
-        if let Some(copy) = s.begin_copy(domain, true)? {
+        if let Some(copy) = s.begin_copy(domain, true, value.len())? {
             drop(s);
             let r = copy.write(extent * PAGE, value);
             copy.fence();
@@ -262,7 +262,7 @@ impl Kvfs {
             return Ok(true);
         }
         // The bytes outside the state where the mapping allows (see `client::copies`).
-        let Some(copy) = s.begin_copy(i.domain, false)? else {
+        let Some(copy) = s.begin_copy(i.domain, false, buf.len())? else {
             s.read_data(i.domain, i.root * PAGE, buf)?;
             return Ok(true);
         };

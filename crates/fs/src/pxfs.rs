@@ -251,7 +251,7 @@ impl Pxfs {
             });
             done += k as usize;
         }
-        let Some(copy) = s.begin_copy(i.domain, false)? else {
+        let Some(copy) = s.begin_copy(i.domain, false, n)? else {
             for pc in pieces {
                 match pc.at {
                     Some(at) => s.read_data(i.domain, at, &mut buf[pc.range])?,
@@ -344,7 +344,7 @@ impl Pxfs {
         let stores = data_stores(&filled, &pages, at, i.size, data, &zeros);
         let d = i.domain;
         let copy = if outside {
-            s.begin_copy(d, true)?
+            s.begin_copy(d, true, data.len())?
         } else {
             None
         };

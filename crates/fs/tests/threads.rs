@@ -293,7 +293,7 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
     let copy = fs
         .client()
         .state()
-        .begin_copy(d, false)
+        .begin_copy(d, false, usize::MAX)
         .unwrap()
         .expect("mapped");
     fs.truncate("/f", 0).unwrap();
@@ -318,7 +318,7 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
     let copy = fs
         .client()
         .state()
-        .begin_copy(d, false)
+        .begin_copy(d, false, usize::MAX)
         .unwrap()
         .expect("mapped");
     let early = finished_during_copy(copy, || {

@@ -19,6 +19,10 @@
 //! cannot wait for it in a cycle.
 
 use std::sync::Arc;
+
+/// The smallest copy made outside the state: a copy of 64 KiB takes several
+/// microseconds, about what a thread waiting for the state costs to wake.
+pub const COPY_OUTSIDE_MIN: usize = 64 << 10;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::Result;

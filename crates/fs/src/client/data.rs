@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::copies::Copy;
+use super::copies::{COPY_OUTSIDE_MIN, Copy};
 use super::state::{DataSpace, State};
 use crate::apply::AttrChange;
 use crate::error::{FsError, Result};
@@ -89,7 +89,14 @@ impl State {
     /// mapping, or a mapping whose writes need its own state ([`Map::shares_copies`]).
     /// Called once the operation has found its pages, with the leases covering them
     /// held.
-    pub fn begin_copy(&mut self, d: u16, write: bool) -> Result<Option<Copy>> {
+    ///
+    /// A copy of fewer than [`COPY_OUTSIDE_MIN`] bytes is made through the state too:
+    /// letting the state go and taking it again costs more than such a copy when
+    /// other threads wait for it (each hand-over of a contended lock wakes a thread).
+    pub fn begin_copy(&mut self, d: u16, write: bool, bytes: usize) -> Result<Option<Copy>> {
+        if bytes < COPY_OUTSIDE_MIN {
+            return Ok(None);
+        }
         Ok(match self.space(d)? {
             DataSpace::Mapped(m) if m.shares_copies() && (m.writable() || !write) => {
                 Some(Copy::new(m.clone(), &self.copies))

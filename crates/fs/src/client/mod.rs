@@ -36,7 +36,7 @@ mod reserve;
 mod revoke;
 mod state;
 
-pub use copies::Copy;
+pub use copies::{COPY_OUTSIDE_MIN, Copy};
 pub use granularity::CONTENDED_FOR;
 pub use reserve::ExtentAsk;
 pub use state::{SHIP_OPS, State};
