@@ -11,6 +11,7 @@ mod ext4;
 pub mod filebench;
 pub mod kv;
 pub mod paper;
+pub mod perfctl;
 mod report;
 mod run;
 

@@ -140,6 +140,7 @@ pub fn run(
     };
     let revoked_before = revocations(targets);
     let shares = run_threads(&shared, &rng, seed, targets);
+    crate::aerie::perfctl::timed_phase_ends();
     let revocations = revocations(targets)
         .zip(revoked_before)
         .map(|(after, before)| after - before);
@@ -240,7 +241,10 @@ fn thread_run(
     sh.start.wait();
     // The run starts when the first thread leaves the barrier, for every thread: one
     // the scheduler runs only later has waited for the others meanwhile.
-    let start = *sh.began.get_or_init(Instant::now);
+    let start = *sh.began.get_or_init(|| {
+        crate::aerie::perfctl::timed_phase_begins();
+        Instant::now()
+    });
     while sh.take() {
         for &op in sh.personality.flowops() {
             if flowop(op, sh.p, sh.set, &sh.picker, &mut rng, t, &mut current)? {
