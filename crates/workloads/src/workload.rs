@@ -74,7 +74,7 @@ impl Kind {
     }
 
     /// Elements unless asked otherwise: scaled so a native run takes seconds. The
-    /// papers' footprints are 1-6 GB (000); see the README for the full sizes.
+    /// papers' footprints are 1-6 GB (000); see docs/transactions.md for the full sizes.
     pub fn default_elements(self) -> u64 {
         match self {
             Kind::Sps => 1 << 20,
