@@ -5,12 +5,17 @@
 //!
 //! | offset | size | field          |
 //! |-------:|-----:|----------------|
-//! |      0 |    8 | `magic` `PMREDO01` |
+//! |      0 |    8 | `magic` `PMREDO02` (`PMREDO01`: the previous format) |
 //! |      8 |    8 | `seq`: transaction number |
 //! |     16 |    8 | `body_len`: bytes of records |
 //! |     24 |    8 | `records`: number of records |
 //! |     32 |    4 | `crc`: checksum of bytes 8..32 and the body (see `checksum.rs`: not a CRC) |
 //! |     64 |    … | records: `addr` u64, `len` u64, `len` data bytes padded to 8 |
+//!
+//! The two formats differ only in the checksum: `PMREDO02` logs carry the four-lane
+//! one, `PMREDO01` logs the single chain. Commits write `PMREDO02`; a log still in
+//! `PMREDO01` (a store or volume last written by the earlier code) is read and
+//! recovered with the checksum it was written with.
 //!
 //! # Commit: two fences
 //!
@@ -39,8 +44,16 @@ use crate::error::TxError;
 use crate::fault::{Fault, FaultPlan};
 use crate::lines::LineSet;
 
-/// The magic of a redo log header.
-pub const REDO_MAGIC: u64 = u64::from_le_bytes(*b"PMREDO01");
+/// The magic of a redo log header as commits write it.
+pub const REDO_MAGIC: u64 = u64::from_le_bytes(*b"PMREDO02");
+/// The magic of the previous format, whose checksum is the single chain: still read
+/// and recovered, never written.
+pub const REDO_MAGIC_V1: u64 = u64::from_le_bytes(*b"PMREDO01");
+
+/// Whether `magic` names a redo log this code reads (either format).
+pub fn is_redo_magic(magic: u64) -> bool {
+    magic == REDO_MAGIC || magic == REDO_MAGIC_V1
+}
 /// Bytes of the header line.
 pub const REDO_HEADER: u64 = LINE;
 const RECORD_HEAD: u64 = 16;
@@ -58,7 +71,7 @@ pub struct RedoRecord {
 /// never committed).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RedoDecodeError {
-    /// The first 8 bytes are not [`REDO_MAGIC`].
+    /// The first 8 bytes are neither [`REDO_MAGIC`] nor [`REDO_MAGIC_V1`].
     #[error("byte offset 0, field `magic`: not a redo log")]
     Magic,
     /// The header or body ends early.
@@ -141,17 +154,22 @@ pub(crate) fn encode_redo_into<'d>(
     put_u64(b, 8, seq);
     put_u64(b, 16, body_len);
     put_u64(b, 24, count);
-    let crc = redo_crc(&b[8..32], &b[REDO_HEADER as usize..], faults);
+    let crc = redo_crc(REDO_MAGIC, &b[8..32], &b[REDO_HEADER as usize..], faults);
     put_u32(b, 32, crc);
 }
 
 /// Not a CRC-32: records often hold CRC-sealed data, which a CRC cannot tell apart
-/// (see [`crate::checksum`]).
-fn redo_crc(fields: &[u8], body: &[u8], faults: FaultPlan) -> u32 {
+/// (see [`crate::checksum`]). The version of the checksum is the one `magic` names.
+fn redo_crc(magic: u64, fields: &[u8], body: &[u8], faults: FaultPlan) -> u32 {
+    let sum = if magic == REDO_MAGIC_V1 {
+        crate::checksum::log_checksum
+    } else {
+        crate::checksum::log_checksum_lanes
+    };
     if faults.has(Fault::RedoHeaderOnlyChecksum) {
-        return crate::checksum::log_checksum(&[fields]);
+        return sum(&[fields]);
     }
-    crate::checksum::log_checksum(&[fields, body])
+    sum(&[fields, body])
 }
 
 /// The body length a header announces, if the header is readable (so that a reader
@@ -170,7 +188,8 @@ pub fn decode_redo(b: &[u8]) -> Result<RedoImage, RedoDecodeError> {
 /// that broken recovery would).
 pub fn decode_redo_with(b: &[u8], faults: FaultPlan) -> Result<RedoImage, RedoDecodeError> {
     let trunc = |offset, field| RedoDecodeError::Truncated { offset, field };
-    if get_u64(b, 0).ok_or(trunc(0, "magic"))? != REDO_MAGIC {
+    let magic = get_u64(b, 0).ok_or(trunc(0, "magic"))?;
+    if !is_redo_magic(magic) {
         return Err(RedoDecodeError::Magic);
     }
     let seq = get_u64(b, 8).ok_or(trunc(8, "seq"))?;
@@ -182,7 +201,7 @@ pub fn decode_redo_with(b: &[u8], faults: FaultPlan) -> Result<RedoImage, RedoDe
         .filter(|&e| e <= b.len() as u64);
     let body_end = body_end.ok_or(trunc(REDO_HEADER, "body"))? as usize;
     let body = &b[REDO_HEADER as usize..body_end];
-    let computed = redo_crc(&b[8..32], body, faults);
+    let computed = redo_crc(magic, &b[8..32], body, faults);
     if computed != stored {
         return Err(RedoDecodeError::Checksum { stored, computed });
     }
@@ -273,14 +292,14 @@ impl RedoLog {
         crate::lines::check_log_area("redo log", mem, base, len)?;
         let mut header = vec![0u8; REDO_HEADER as usize];
         mem.read(base, &mut header)?;
-        if get_u64(&header, 0) != Some(REDO_MAGIC) {
+        if !get_u64(&header, 0).is_some_and(is_redo_magic) {
             return Err(TxError::BadHeader {
                 structure: "redo log",
                 addr: base,
                 offset: 0,
                 field: "magic",
                 problem: format!(
-                    "{:#018x} is not {REDO_MAGIC:#018x}",
+                    "{:#018x} is neither {REDO_MAGIC:#018x} nor {REDO_MAGIC_V1:#018x}",
                     get_u64(&header, 0).unwrap_or(0)
                 ),
             });
@@ -505,4 +524,101 @@ impl<M: Memory + ?Sized> RedoTx<'_, M> {
 
     /// Discards every write; nothing persistent changes.
     pub fn abort(self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Area, Protocol};
+    use pmlab_spine::VecMemory;
+
+    /// `records` as the previous format wrote them: magic `PMREDO01`, the single-chain
+    /// checksum.
+    fn encode_v1(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
+        let mut b = encode_redo(seq, records);
+        put_u64(&mut b, 0, REDO_MAGIC_V1);
+        let crc = crate::checksum::log_checksum(&[&b[8..32], &b[REDO_HEADER as usize..]]);
+        put_u32(&mut b, 32, crc);
+        b
+    }
+
+    fn records() -> Vec<RedoRecord> {
+        vec![
+            RedoRecord {
+                addr: 4096,
+                data: (1..=13).collect(),
+            },
+            RedoRecord {
+                addr: 8000,
+                data: vec![0xab; 70],
+            },
+        ]
+    }
+
+    #[test]
+    fn commits_write_the_new_format_and_both_decode() {
+        let new = encode_redo(5, &records());
+        assert_eq!(get_u64(&new, 0), Some(REDO_MAGIC));
+        let old = encode_v1(5, &records());
+        for image in [&new, &old] {
+            let d = decode_redo(image).unwrap();
+            assert_eq!((d.seq, d.records), (5, records()));
+        }
+        // A log is checked with its own version's checksum: the other's does not pass.
+        let mut swapped = old.clone();
+        put_u64(&mut swapped, 0, REDO_MAGIC);
+        assert!(matches!(
+            decode_redo(&swapped),
+            Err(RedoDecodeError::Checksum { .. })
+        ));
+        let mut swapped = new.clone();
+        put_u64(&mut swapped, 0, REDO_MAGIC_V1);
+        assert!(matches!(
+            decode_redo(&swapped),
+            Err(RedoDecodeError::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn a_committed_log_of_the_previous_format_is_replayed() {
+        let (log, data) = (Area::new(0, 2048), Area::new(4096, 8192));
+        // RedoLog::open: the file system's path.
+        let mut mem = VecMemory::new(16384);
+        mem.write(0, &encode_v1(41, &records())).unwrap();
+        let (mut handle, rec) = RedoLog::open(&mut mem, log.base, log.len).unwrap();
+        assert_eq!((rec.replayed_seq, rec.replayed_records), (Some(41), 2));
+        assert_eq!(&mem.bytes()[4096..4109], &records()[0].data[..]);
+        assert_eq!(handle.next_seq(), 42);
+        // The next commit writes the new format over it.
+        let mut tx = handle.begin(&mut mem);
+        tx.write(12000, &[9; 8]).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(mem.read_u64(0).unwrap(), REDO_MAGIC);
+
+        // RedoProtocol: the key-value store's path.
+        let mut mem = VecMemory::new(16384);
+        mem.write(0, &encode_v1(41, &records())).unwrap();
+        let mut p = crate::RedoProtocol::attach(mem, log, data).unwrap();
+        let rec = p.recover().unwrap();
+        assert_eq!(rec.entries, 2, "{}", rec.note);
+        assert_eq!(&p.memory().bytes()[8000..8070], &[0xab; 70][..]);
+        p.begin().unwrap();
+        p.write(12000, &[9; 8]).unwrap();
+        p.commit().unwrap();
+        let mut p = crate::RedoProtocol::attach(p.into_memory(), log, data).unwrap();
+        assert!(p.recover().unwrap().repaired);
+        assert_eq!(p.memory_mut().read_u64(0).unwrap(), REDO_MAGIC);
+        assert_eq!(p.memory_mut().read_u64(8).unwrap(), 42);
+    }
+
+    #[test]
+    fn a_torn_log_of_the_previous_format_is_ignored() {
+        let mut image = encode_v1(41, &records());
+        image[70] ^= 1;
+        let mut mem = VecMemory::new(16384);
+        mem.write(0, &image).unwrap();
+        let (_, rec) = RedoLog::open(&mut mem, 0, 2048).unwrap();
+        assert_eq!(rec.replayed_seq, None);
+        assert!(mem.bytes()[4096..4109].iter().all(|&b| b == 0));
+    }
 }

@@ -20,8 +20,8 @@ use crate::fault::{Fault, FaultPlan};
 use crate::protocol::{Area, Phase, Protocol, Recovery, TxId, TxStats};
 use crate::ranges::WriteSet;
 use crate::redo::{
-    REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoLog, decode_redo_with, redo_body_len,
-    redo_record_len,
+    REDO_HEADER, REDO_MAGIC, REDO_MAGIC_V1, RedoDecodeError, RedoLog, decode_redo_with,
+    is_redo_magic, redo_body_len, redo_record_len,
 };
 
 /// Redo logging behind the [`Protocol`] interface.
@@ -88,13 +88,15 @@ impl<M: Memory> RedoProtocol<M> {
     pub fn reattach(&mut self) -> Result<(), TxError> {
         let base = self.log.base();
         let magic = self.mem.read_u64(base)?;
-        if magic != REDO_MAGIC {
+        if !is_redo_magic(magic) {
             return Err(TxError::BadHeader {
                 structure: "redo log",
                 addr: base,
                 offset: 0,
                 field: "magic",
-                problem: format!("{magic:#018x} is not {REDO_MAGIC:#018x}: not a redo log"),
+                problem: format!(
+                    "{magic:#018x} is neither {REDO_MAGIC:#018x} nor {REDO_MAGIC_V1:#018x}: not a redo log"
+                ),
             });
         }
         let seq = self.mem.read_u64(base + 8)?;
