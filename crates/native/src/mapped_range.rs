@@ -70,6 +70,15 @@ impl Memory for MappedRange {
         Ok(())
     }
 
+    fn write_in_place(&mut self, addr: Addr, len: u64) -> Result<Option<&mut [u8]>, SpineError> {
+        check_bounds(addr, len, self.len)?;
+        // SAFETY: in bounds of the live, writable mapping (constructor's contract); the
+        // slice borrows `self`, so no other access through this value overlaps it.
+        Ok(Some(unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.add(addr as usize), len as usize)
+        }))
+    }
+
     fn flush(&mut self, addr: Addr, len: u64, kind: FlushKind) -> Result<(), SpineError> {
         check_bounds(addr, len, self.len)?;
         if len == 0 {

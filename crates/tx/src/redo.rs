@@ -120,42 +120,58 @@ pub fn redo_record_len(data_len: u64) -> u64 {
 
 /// Encodes a log: the 64-byte header followed by the body.
 pub fn encode_redo(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
-    let mut b = Vec::new();
-    encode_redo_into(
-        &mut b,
-        seq,
-        records.iter().map(|r| (r.addr, r.data.as_slice())),
-        FaultPlan::CORRECT,
-    );
+    let records = || records.iter().map(|r| (r.addr, r.data.as_slice()));
+    let mut b = vec![0u8; log_len(records()) as usize];
+    encode_redo_in(&mut b, seq, records(), FaultPlan::CORRECT);
     b
 }
 
-/// Encodes a log of `records` into `b` (replacing its contents): the buffer is kept
-/// by callers that commit many transactions, so that a commit allocates nothing.
-pub(crate) fn encode_redo_into<'d>(
-    b: &mut Vec<u8>,
+/// Bytes the log of `records` takes, header included.
+fn log_len<'d>(records: impl Iterator<Item = (Addr, &'d [u8])>) -> u64 {
+    REDO_HEADER
+        + records
+            .map(|(_, data)| redo_record_len(data.len() as u64))
+            .sum::<u64>()
+}
+
+/// Encodes a log of `records` into `out`, which is exactly [`log_len`] of them long,
+/// writing every byte of it (padding included), so that `out` may be the log area
+/// itself, holding an older log, as well as a fresh buffer.
+fn encode_redo_in<'d>(
+    out: &mut [u8],
     seq: u64,
     records: impl Iterator<Item = (Addr, &'d [u8])>,
     faults: FaultPlan,
 ) {
-    b.clear();
-    b.resize(REDO_HEADER as usize, 0);
+    let (head, body) = out.split_at_mut(REDO_HEADER as usize);
+    let mut o = 0usize;
     let mut count = 0u64;
     for (addr, data) in records {
-        let o = b.len();
-        b.resize(o + (RECORD_HEAD + pad8(data.len() as u64)) as usize, 0);
-        put_u64(b, o, addr);
-        put_u64(b, o + 8, data.len() as u64);
-        b[o + 16..o + 16 + data.len()].copy_from_slice(data);
+        let rec = &mut body[o..o + redo_record_len(data.len() as u64) as usize];
+        let (fields, payload) = rec.split_at_mut(RECORD_HEAD as usize);
+        fields[..8].copy_from_slice(&addr.to_le_bytes());
+        fields[8..].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        // The padding is under 8 bytes: zeroing the payload's last word and copying
+        // the data over it costs one store instead of a fill of a length unknown here.
+        if let Some(last) = payload.len().checked_sub(8) {
+            payload[last..].fill(0);
+        }
+        payload[..data.len()].copy_from_slice(data);
+        o += rec.len();
         count += 1;
     }
-    let body_len = b.len() as u64 - REDO_HEADER;
-    put_u64(b, 0, REDO_MAGIC);
-    put_u64(b, 8, seq);
-    put_u64(b, 16, body_len);
-    put_u64(b, 24, count);
-    let crc = redo_crc(REDO_MAGIC, &b[8..32], &b[REDO_HEADER as usize..], faults);
-    put_u32(b, 32, crc);
+    assert_eq!(
+        o,
+        body.len(),
+        "the log's length was computed from other records"
+    );
+    put_u64(head, 0, REDO_MAGIC);
+    put_u64(head, 8, seq);
+    put_u64(head, 16, o as u64);
+    put_u64(head, 24, count);
+    let crc = redo_crc(REDO_MAGIC, &head[8..32], body, faults);
+    put_u32(head, 32, crc);
+    head[36..].fill(0);
 }
 
 /// Not a CRC-32: records often hold CRC-sealed data, which a CRC cannot tell apart
@@ -381,10 +397,10 @@ impl RedoLog {
         self.next_seq
     }
 
-    /// The first half of a commit: encodes `records` (into `buf`, reused across
-    /// commits), writes the log, flushes its lines and fences (unless the fault plan
-    /// skips that fence). The transaction is durable afterwards. Returns the log's
-    /// length in bytes.
+    /// The first half of a commit: encodes `records` and writes the log (straight
+    /// into the log area where the memory allows it, else through `buf`, reused across
+    /// commits), flushes its lines and fences (unless the fault plan skips that fence).
+    /// The transaction is durable afterwards. Returns the log's length in bytes.
     pub(crate) fn commit_records<'d, M, I>(
         &mut self,
         mem: &mut M,
@@ -396,23 +412,30 @@ impl RedoLog {
         I: Iterator<Item = (Addr, &'d [u8])>,
     {
         let seq = self.next_seq;
-        encode_redo_into(buf, seq, records(), self.faults);
-        if buf.len() as u64 > self.len {
+        let len = log_len(records());
+        if len > self.len {
             return Err(TxError::LogFull {
                 kind: "redo",
-                needed: buf.len() as u64 - REDO_HEADER,
+                needed: len - REDO_HEADER,
                 capacity: self.capacity(),
             });
         }
-        mem.write(self.base, buf)?;
+        if let Some(area) = mem.write_in_place(self.base, len)? {
+            encode_redo_in(area, seq, records(), self.faults);
+        } else {
+            buf.clear();
+            buf.resize(len as usize, 0);
+            encode_redo_in(buf, seq, records(), self.faults);
+            mem.write(self.base, buf)?;
+        }
         if !self.faults.has(Fault::RedoSkipLogFlush) {
-            mem.flush(self.base, buf.len() as u64, pmlab_spine::FlushKind::Clwb)?;
+            mem.flush(self.base, len, pmlab_spine::FlushKind::Clwb)?;
         }
         if !self.faults.has(Fault::RedoSkipLogFence) {
             mem.fence();
         }
         self.next_seq = seq.wrapping_add(1);
-        Ok(buf.len() as u64)
+        Ok(len)
     }
 
     /// The second half of a commit: writes `records` in place, flushes their lines
