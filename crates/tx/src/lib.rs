@@ -79,6 +79,7 @@ pub mod conformance;
 mod error;
 mod fault;
 mod lines;
+mod logset;
 mod pool;
 pub mod protocol;
 mod ranges;

@@ -165,9 +165,15 @@ fn encode_redo_in<'d>(
         body.len(),
         "the log's length was computed from other records"
     );
+    encode_header(head, seq, body, count, faults);
+}
+
+/// Writes into `head` (the header line, every byte of it) the header of a log whose
+/// body, of `count` records, is `body`.
+fn encode_header(head: &mut [u8], seq: u64, body: &[u8], count: u64, faults: FaultPlan) {
     put_u64(head, 0, REDO_MAGIC);
     put_u64(head, 8, seq);
-    put_u64(head, 16, o as u64);
+    put_u64(head, 16, body.len() as u64);
     put_u64(head, 24, count);
     let crc = redo_crc(REDO_MAGIC, &head[8..32], body, faults);
     put_u32(head, 32, crc);
@@ -411,8 +417,45 @@ impl RedoLog {
         M: Memory + ?Sized,
         I: Iterator<Item = (Addr, &'d [u8])>,
     {
-        let seq = self.next_seq;
-        let len = log_len(records());
+        let len = self.check_fits(log_len(records()))?;
+        if let Some(area) = mem.write_in_place(self.base, len)? {
+            encode_redo_in(area, self.next_seq, records(), self.faults);
+        } else {
+            buf.clear();
+            buf.resize(len as usize, 0);
+            encode_redo_in(buf, self.next_seq, records(), self.faults);
+            mem.write(self.base, buf)?;
+        }
+        self.persist_log(mem, len)
+    }
+
+    /// [`RedoLog::commit_records`] of a body already encoded (`count` records, each
+    /// as [`RedoImage`] decodes them): the log is its header and a copy of `body`.
+    pub(crate) fn commit_body<M: Memory + ?Sized>(
+        &mut self,
+        mem: &mut M,
+        buf: &mut Vec<u8>,
+        body: &[u8],
+        count: u64,
+    ) -> Result<u64, TxError> {
+        let len = self.check_fits(REDO_HEADER + body.len() as u64)?;
+        let header = REDO_HEADER as usize;
+        if let Some(area) = mem.write_in_place(self.base, len)? {
+            let (head, rest) = area.split_at_mut(header);
+            rest.copy_from_slice(body);
+            encode_header(head, self.next_seq, body, count, self.faults);
+        } else {
+            buf.clear();
+            buf.resize(header, 0);
+            buf.extend_from_slice(body);
+            encode_header(&mut buf[..header], self.next_seq, body, count, self.faults);
+            mem.write(self.base, buf)?;
+        }
+        self.persist_log(mem, len)
+    }
+
+    /// `len`, the bytes of a log to write, if they fit the area.
+    fn check_fits(&self, len: u64) -> Result<u64, TxError> {
         if len > self.len {
             return Err(TxError::LogFull {
                 kind: "redo",
@@ -420,21 +463,19 @@ impl RedoLog {
                 capacity: self.capacity(),
             });
         }
-        if let Some(area) = mem.write_in_place(self.base, len)? {
-            encode_redo_in(area, seq, records(), self.faults);
-        } else {
-            buf.clear();
-            buf.resize(len as usize, 0);
-            encode_redo_in(buf, seq, records(), self.faults);
-            mem.write(self.base, buf)?;
-        }
+        Ok(len)
+    }
+
+    /// The end of a commit's first half, once the log's `len` bytes are written:
+    /// flush, fence, and the next transaction's number.
+    fn persist_log<M: Memory + ?Sized>(&mut self, mem: &mut M, len: u64) -> Result<u64, TxError> {
         if !self.faults.has(Fault::RedoSkipLogFlush) {
             mem.flush(self.base, len, pmlab_spine::FlushKind::Clwb)?;
         }
         if !self.faults.has(Fault::RedoSkipLogFence) {
             mem.fence();
         }
-        self.next_seq = seq.wrapping_add(1);
+        self.next_seq = self.next_seq.wrapping_add(1);
         Ok(len)
     }
 
