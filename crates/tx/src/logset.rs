@@ -158,7 +158,7 @@ impl LogWriteSet {
     /// otherwise changes nothing and returns the body's length had it been recorded.
     pub(crate) fn insert(&mut self, addr: Addr, data: &[u8], limit: u64) -> Result<(), u64> {
         let end = addr + data.len() as u64;
-        let first = self.extents.partition_point(|e| e.end <= addr);
+        let first = self.first_after(addr);
         match self.extents.get(first) {
             Some(e) if e.addr <= addr && end <= e.end => {
                 // Inside an extent: its lines are in the filter already.
@@ -178,6 +178,16 @@ impl LogWriteSet {
         }
         self.lines |= line_bits(addr, end);
         Ok(())
+    }
+
+    /// The index of the first extent that ends after `addr`. A transaction's few
+    /// extents are counted, each compared independently of the others, rather than
+    /// bisected, where each step's load waits for the step before.
+    fn first_after(&self, addr: Addr) -> usize {
+        if self.extents.len() <= 16 {
+            return self.extents.iter().filter(|e| e.end <= addr).count();
+        }
+        self.extents.partition_point(|e| e.end <= addr)
     }
 
     /// Whether extent `i`'s record is the last in the body.
