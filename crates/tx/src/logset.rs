@@ -103,7 +103,14 @@ fn push_record(body: &mut Vec<u8>, addr: Addr, data: &[u8]) {
     let at = body.len();
     body.extend_from_slice(&head(addr, data.len() as u64));
     body.extend_from_slice(data);
-    body.resize(at + record_len(data.len() as u64), 0);
+    pad_to(body, at + record_len(data.len() as u64));
+}
+
+/// Zero-fills `body` up to `len`, less than 8 bytes past its end: one word of zeros
+/// appended and cut back, rather than a fill of a length unknown here (a call).
+fn pad_to(body: &mut Vec<u8>, len: usize) {
+    body.extend_from_slice(&[0u8; 8]);
+    body.truncate(len);
 }
 
 impl LogWriteSet {
@@ -221,8 +228,11 @@ impl LogWriteSet {
         let len = e.len() + data.len() as u64;
         self.fits(record_len(e.len()), len, limit)?;
         self.body.truncate(e.data() + e.len() as usize);
-        self.body.extend_from_slice(data);
-        self.body.resize(e.at + record_len(len), 0);
+        match <&[u8; 8]>::try_from(data) {
+            Ok(word) => self.body.extend_from_slice(word),
+            Err(_) => self.body.extend_from_slice(data),
+        }
+        pad_to(&mut self.body, e.at + record_len(len));
         self.body[e.at + 8..e.data()].copy_from_slice(&len.to_le_bytes());
         self.extents[i].end += data.len() as u64;
         self.debug_check_around(i, i + 1);
