@@ -89,10 +89,11 @@ impl RootLine {
         })
     }
 
-    fn write_back<T: TxMemory>(&self, tx: &mut T, h: &Header) -> Result<(), AllocError> {
+    fn write_back<T: TxMemory>(&mut self, tx: &mut T, h: &Header) -> Result<(), AllocError> {
         if !self.changed {
             return Ok(());
         }
+        self.changed = false;
         let mut b = [0u8; ROOT_LINE];
         let mut put = |f: u64, v: u64| {
             b[f as usize..f as usize + 8].copy_from_slice(&v.to_le_bytes());
@@ -346,14 +347,19 @@ fn insert<T: SegTx>(
     hash: u64,
 ) -> Result<(), AllocError> {
     let t = usize::from(line.rehashing());
+    line.used[t] += 1;
+    line.changed = true;
+    // The root's table fields are final for this SET now. Written before the
+    // allocation, they are the transaction's last write when the allocator stores the
+    // bump pointer that follows them in the root, so the two are logged as one record
+    // (16 bytes of log and one store to apply fewer than two records).
+    line.write_back(tx, h)?;
     let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
     let tb = line.tables[t];
     let at = slot(tb.block, hash & (tb.size - 1));
     let head = tx.tx_read_u64(at)?;
     write_entry(tx, e, head, hash, key, value)?;
     tx.tx_write_u64(at, e)?;
-    line.used[t] += 1;
-    line.changed = true;
     Ok(())
 }
 
