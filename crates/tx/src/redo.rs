@@ -177,7 +177,8 @@ fn encode_header(head: &mut [u8], seq: u64, body: &[u8], count: u64, faults: Fau
     put_u64(head, 24, count);
     let crc = redo_crc(REDO_MAGIC, &head[8..32], body, faults);
     put_u32(head, 32, crc);
-    head[36..].fill(0);
+    // A fixed-size copy (stores), where a fill of the slice's rest would call memset.
+    head[36..REDO_HEADER as usize].copy_from_slice(&[0u8; REDO_HEADER as usize - 36]);
 }
 
 /// Not a CRC-32: records often hold CRC-sealed data, which a CRC cannot tell apart
