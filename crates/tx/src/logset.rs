@@ -67,13 +67,16 @@ pub(crate) struct LogWriteSet {
 /// The filter bits of the lines `[addr, end)` touches; all bits when they are many.
 #[inline]
 fn line_bits(addr: Addr, end: Addr) -> u64 {
+    let bit = |line: u64| 1 << (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58);
     let (first, last) = (addr / LINE, (end - 1) / LINE);
+    if first == last {
+        // Most reads and writes are a word or a few, inside one line.
+        return bit(first);
+    }
     if last - first >= 8 {
         return u64::MAX;
     }
-    (first..=last).fold(0, |m, l| {
-        m | 1 << (l.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
-    })
+    (first..=last).fold(0, |m, l| m | bit(l))
 }
 
 /// Bytes of the record of `len` data bytes.
