@@ -93,6 +93,7 @@ fn head(addr: Addr, len: u64) -> [u8; HEAD] {
 }
 
 /// Appends the record of `data` for `addr` to `body`.
+#[inline]
 fn push_record(body: &mut Vec<u8>, addr: Addr, data: &[u8]) {
     if let Ok(word) = <&[u8; 8]>::try_from(data) {
         // Most stores are one word (a pointer, a counter): a fixed-size record, copied
@@ -103,6 +104,13 @@ fn push_record(body: &mut Vec<u8>, addr: Addr, data: &[u8]) {
         body.extend_from_slice(&rec);
         return;
     }
+    push_bytes_record(body, addr, data);
+}
+
+/// [`push_record`] of any length, kept apart so that the one-word case, inlined where
+/// it is used, pays for none of its registers.
+#[inline(never)]
+fn push_bytes_record(body: &mut Vec<u8>, addr: Addr, data: &[u8]) {
     let at = body.len();
     body.extend_from_slice(&head(addr, data.len() as u64));
     body.extend_from_slice(data);
@@ -243,7 +251,9 @@ impl LogWriteSet {
     }
 
     /// `data` over the extents it overlaps, from `first` on: one new record of their
-    /// union, theirs left dead.
+    /// union, theirs left dead. Rare, and kept out of the common paths' code.
+    #[cold]
+    #[inline(never)]
     fn merge(&mut self, first: usize, addr: Addr, data: &[u8], limit: u64) -> Result<(), u64> {
         let end = addr + data.len() as u64;
         let last = first + self.extents[first..].partition_point(|e| e.addr < end);
