@@ -34,8 +34,8 @@
 
 use pmlab_spine::{Addr, Memory};
 use pmlab_tx::{
-    REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoLog, RedoRecord, TxError, decode_redo_with,
-    encode_redo, redo_body_len, redo_record_len,
+    REDO_HEADER, REDO_MAGIC, REDO_MAGIC_V1, RedoDecodeError, RedoLog, RedoRecord, TxError,
+    decode_redo_with, encode_redo, is_redo_magic, redo_body_len, redo_record_len,
 };
 
 use crate::error::{FsError, Location, Result};
@@ -281,12 +281,12 @@ fn inspect_with<R: MediaRead + ?Sized>(
     let mut header = vec![0u8; REDO_HEADER as usize];
     mem.media_read(base, &mut header)?;
     let magic = le::u64_at(&header, 0);
-    if magic != REDO_MAGIC {
+    if !is_redo_magic(magic) {
         return Err(log_corrupt(
             sb,
             0,
             format!(
-                "field `magic` at byte offset 0 of the log: {magic:#018x} is not {REDO_MAGIC:#018x} (a volume formatted before the log was a pmlab-tx redo log?)"
+                "field `magic` at byte offset 0 of the log: {magic:#018x} is neither {REDO_MAGIC:#018x} nor {REDO_MAGIC_V1:#018x} (a volume formatted before the log was a pmlab-tx redo log?)"
             ),
         ));
     }

@@ -89,10 +89,11 @@ impl RootLine {
         })
     }
 
-    fn write_back<T: TxMemory>(&self, tx: &mut T, h: &Header) -> Result<(), AllocError> {
+    fn write_back<T: TxMemory>(&mut self, tx: &mut T, h: &Header) -> Result<(), AllocError> {
         if !self.changed {
             return Ok(());
         }
+        self.changed = false;
         let mut b = [0u8; ROOT_LINE];
         let mut put = |f: u64, v: u64| {
             b[f as usize..f as usize + 8].copy_from_slice(&v.to_le_bytes());
@@ -231,6 +232,29 @@ pub fn prefetch_entries(seg: &[u8], tables: &Tables, hash: u64) {
     }
 }
 
+/// Starts fetching the entry the next rehash step will move: the first one in the
+/// next non-empty bucket of table 0, as [`rehash_step`] looks for it. A SET calls it as
+/// it ends, so that the entry's miss is taken between this SET and the next instead of
+/// inside the next one's transaction. A hint only, like [`prefetch_slots`]; `seg` is
+/// the segment, readable (switched in).
+pub fn prefetch_rehash(seg: &[u8], h: &Header) {
+    let word = |at: u64| {
+        seg.get(at as usize..at as usize + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    let idx = word(h.root + root::REHASH);
+    let (t0, size0) = (word(h.root + root::table(0)), word(h.root + root::size(0)));
+    if idx == NOT_REHASHING || t0 == 0 {
+        return;
+    }
+    let next = (idx..size0.min(idx.saturating_add(10)))
+        .map(|i| word(slot(t0, i)))
+        .find(|&e| e != 0);
+    if let Some(e) = next.filter(|&e| e + entry::KEY < seg.len() as u64) {
+        prefetch(seg[e as usize..].as_ptr());
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 fn prefetch(at: *const u8) {
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
@@ -346,14 +370,19 @@ fn insert<T: SegTx>(
     hash: u64,
 ) -> Result<(), AllocError> {
     let t = usize::from(line.rehashing());
+    line.used[t] += 1;
+    line.changed = true;
+    // The root's table fields are final for this SET now. Written before the
+    // allocation, they are the transaction's last write when the allocator stores the
+    // bump pointer that follows them in the root, so the two are logged as one record
+    // (16 bytes of log and one store to apply fewer than two records).
+    line.write_back(tx, h)?;
     let e = heap::alloc(tx, h, (24 + key.len() + value.len()) as u64)?;
     let tb = line.tables[t];
     let at = slot(tb.block, hash & (tb.size - 1));
     let head = tx.tx_read_u64(at)?;
     write_entry(tx, e, head, hash, key, value)?;
     tx.tx_write_u64(at, e)?;
-    line.used[t] += 1;
-    line.changed = true;
     Ok(())
 }
 

@@ -42,20 +42,12 @@ impl Scratch {
             return None;
         }
         let buf = self.bytes();
-        let mut at = 0;
-        let mut put = |b: &[u8]| {
-            buf[at..at + b.len()].copy_from_slice(b);
-            at += b.len();
-        };
-        put(b"*");
-        put(itoa(argv.len(), &mut [0; 20]));
-        put(b"\r\n");
+        let mut at = put_header(buf, 0, b'*', argv.len());
         for a in argv {
-            put(b"$");
-            put(itoa(a.len(), &mut [0; 20]));
-            put(b"\r\n");
-            put(a);
-            put(b"\r\n");
+            at = put_header(buf, at, b'$', a.len());
+            buf[at..at + a.len()].copy_from_slice(a);
+            buf[at + a.len()..at + a.len() + 2].copy_from_slice(b"\r\n");
+            at += a.len() + 2;
         }
         Some(at)
     }
@@ -106,21 +98,18 @@ impl Scratch {
             return None;
         }
         let buf = self.bytes();
-        let mut at = from;
-        let mut put = |b: &[u8]| {
-            buf[at..at + b.len()].copy_from_slice(b);
-            at += b.len();
-        };
-        match value {
-            None => put(b"$-1\r\n"),
-            Some(v) => {
-                put(b"$");
-                put(itoa(v.len(), &mut [0; 20]));
-                put(b"\r\n");
-                put(v);
-                put(b"\r\n");
+        let at = match value {
+            None => {
+                buf[from..from + 5].copy_from_slice(b"$-1\r\n");
+                from + 5
             }
-        }
+            Some(v) => {
+                let at = put_header(buf, from, b'$', v.len());
+                buf[at..at + v.len()].copy_from_slice(v);
+                buf[at + v.len()..at + v.len() + 2].copy_from_slice(b"\r\n");
+                at + v.len() + 2
+            }
+        };
         Some((from, at))
     }
 
@@ -138,18 +127,36 @@ impl Scratch {
     }
 }
 
-fn itoa(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = 20;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+/// Writes a RESP header at `at` — `mark` (`*` for an array, `$` for a bulk string),
+/// `n` in decimal, CRLF — and returns the offset after it. The digits are stored one
+/// by one where they go: counts and lengths are short, and formatting them elsewhere
+/// first would make each copy a call to memcpy.
+fn put_header(buf: &mut [u8], at: usize, mark: u8, n: usize) -> usize {
+    buf[at] = mark;
+    let end = put_decimal(buf, at + 1, n);
+    buf[end..end + 2].copy_from_slice(b"\r\n");
+    end + 2
+}
+
+/// Writes `n` in decimal at `at`; returns the offset after its last digit. A
+/// command's count and most lengths have one or two digits.
+fn put_decimal(buf: &mut [u8], at: usize, n: usize) -> usize {
+    if n < 10 {
+        buf[at] = b'0' + n as u8;
+        return at + 1;
     }
-    // Move to a slice that lives as long as the buffer.
-    &buf[i..]
+    if n < 100 {
+        buf[at] = b'0' + (n / 10) as u8;
+        buf[at + 1] = b'0' + (n % 10) as u8;
+        return at + 2;
+    }
+    let end = at + n.ilog10() as usize + 1;
+    let mut v = n;
+    for d in buf[at..end].iter_mut().rev() {
+        *d = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    end
 }
 
 /// A decimal number at `at` ending in CRLF: the number and the offset after the CRLF.
@@ -190,5 +197,31 @@ mod tests {
         let r = s.reply(n, None).unwrap();
         assert!(!s.take_reply(r, &mut out));
         assert!(s.parse::<3>(n - 1).is_none());
+    }
+
+    #[test]
+    fn headers_spell_their_numbers_in_decimal() {
+        let mut mem = vec![0u8; 16384];
+        // SAFETY: mem outlives s and is writable.
+        let mut s = unsafe { Scratch::new(mem.as_mut_ptr(), mem.len()) };
+        let long = vec![b'v'; 12345];
+        let n = s.encode(&[b"", b"k", &long]).unwrap();
+        let (args, count) = s.parse::<3>(n).unwrap();
+        assert_eq!(count, 3);
+        assert_eq!(s.arg(args[2]), &long[..]);
+        assert!(mem.starts_with(b"*3\r\n$0\r\n\r\n$1\r\nk\r\n$12345\r\nvvv"));
+        for (n, text) in [
+            (0, "0"),
+            (9, "9"),
+            (10, "10"),
+            (99, "99"),
+            (100, "100"),
+            (1000, "1000"),
+            (usize::MAX, &usize::MAX.to_string()[..]),
+        ] {
+            let mut b = [0u8; 24];
+            let end = put_header(&mut b, 1, b'$', n);
+            assert_eq!(&b[1..end], format!("${text}\r\n").as_bytes());
+        }
     }
 }

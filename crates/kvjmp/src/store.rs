@@ -393,6 +393,7 @@ impl KvStore {
         let out = self.set_inside(key, value, hash, &mut copied);
         self.set_args = copied;
         self.tables_seen = dict::Tables::read(self.seg(), &h);
+        dict::prefetch_rehash(self.seg(), &h);
         self.spaces.vas_switch_home()?;
         out
     }

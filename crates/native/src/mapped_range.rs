@@ -63,11 +63,26 @@ impl Memory for MappedRange {
 
     fn write(&mut self, addr: Addr, data: &[u8]) -> Result<(), SpineError> {
         check_bounds(addr, data.len() as u64, self.len)?;
+        let to = self.ptr.wrapping_add(addr as usize);
+        if let Ok(word) = <[u8; 8]>::try_from(data) {
+            // One word, the most common store (a pointer, a counter): a move, not a
+            // call to memcpy.
+            // SAFETY: in bounds of the live, writable mapping (constructor's contract).
+            unsafe { to.cast::<[u8; 8]>().write_unaligned(word) };
+            return Ok(());
+        }
         // SAFETY: in bounds of the live, writable mapping (constructor's contract).
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.add(addr as usize), data.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), to, data.len()) };
         Ok(())
+    }
+
+    fn write_in_place(&mut self, addr: Addr, len: u64) -> Result<Option<&mut [u8]>, SpineError> {
+        check_bounds(addr, len, self.len)?;
+        // SAFETY: in bounds of the live, writable mapping (constructor's contract); the
+        // slice borrows `self`, so no other access through this value overlaps it.
+        Ok(Some(unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.add(addr as usize), len as usize)
+        }))
     }
 
     fn flush(&mut self, addr: Addr, len: u64, kind: FlushKind) -> Result<(), SpineError> {

@@ -97,6 +97,18 @@ pub trait Memory {
         Ok(())
     }
 
+    /// The bytes `[addr, addr + len)` for the caller to store into directly: one store
+    /// of those bytes, as a [`Memory::write`] of what the caller leaves in them would
+    /// be, on a substrate whose stores need no bookkeeping (a plain mapping). It saves
+    /// building bytes in a buffer only to copy them. `Ok(None)`, the default, is the
+    /// answer of a substrate that must see every store's data (the machine model
+    /// traces and buffers them): the caller then builds the bytes and writes them.
+    /// The slice holds the memory's current contents.
+    fn write_in_place(&mut self, addr: Addr, len: u64) -> Result<Option<&mut [u8]>, SpineError> {
+        check_bounds(addr, len, self.size())?;
+        Ok(None)
+    }
+
     /// Reads a little-endian `u64` at `addr`.
     fn read_u64(&mut self, addr: Addr) -> Result<u64, SpineError> {
         let mut b = [0u8; 8];
@@ -190,6 +202,11 @@ impl Memory for VecMemory {
         Ok(())
     }
 
+    fn write_in_place(&mut self, addr: Addr, len: u64) -> Result<Option<&mut [u8]>, SpineError> {
+        check_bounds(addr, len, self.size())?;
+        Ok(Some(&mut self.bytes[addr as usize..(addr + len) as usize]))
+    }
+
     fn fence(&mut self) {
         self.counters.fences += 1;
     }
@@ -217,5 +234,11 @@ mod vec_memory_tests {
             }
         );
         assert!(m.write(250, &[0; 8]).is_err());
+        m.write_in_place(16, 4)
+            .unwrap()
+            .unwrap()
+            .copy_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(&m.bytes()[15..21], &[0, 1, 2, 3, 4, 0]);
+        assert!(m.write_in_place(250, 8).is_err());
     }
 }

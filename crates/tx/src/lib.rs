@@ -79,6 +79,7 @@ pub mod conformance;
 mod error;
 mod fault;
 mod lines;
+mod logset;
 mod pool;
 pub mod protocol;
 mod ranges;
@@ -97,8 +98,9 @@ pub use fault::{Fault, FaultPlan};
 pub use pool::{POOL_HEADER, POOL_MAGIC, POOL_VERSION, PoolLayout};
 pub use protocol::{Area, Protocol, Recovery, TxId, TxStats};
 pub use redo::{
-    REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoImage, RedoLog, RedoRecord, RedoRecovery, RedoTx,
-    decode_redo, decode_redo_with, encode_redo, redo_body_len, redo_record_len,
+    REDO_HEADER, REDO_MAGIC, REDO_MAGIC_V1, RedoDecodeError, RedoImage, RedoLog, RedoRecord,
+    RedoRecovery, RedoTx, decode_redo, decode_redo_with, encode_redo, is_redo_magic, redo_body_len,
+    redo_record_len,
 };
 pub use redo_protocol::RedoProtocol;
 pub use txmem::{Batch, Staged, TxMemory};

@@ -1,7 +1,8 @@
-//! Sets of byte ranges for the transaction protocols: the redo log's write set (the
-//! bytes a transaction wrote, merged into disjoint extents, which become its log
-//! records) and the undo log's snapshot set (which bytes already have their old
-//! contents logged).
+//! Sets of byte ranges for the transactions: a batch's staged stores (the bytes a
+//! structure wrote, merged into disjoint extents, which reach the protocol one store
+//! per extent) and the undo log's snapshot set (which bytes already have their old
+//! contents logged). The redo protocol's write set, kept as log records, is
+//! [`crate::logset`].
 //!
 //! Both keep their ranges sorted and disjoint in a vector: a transaction touches few
 //! ranges (two for a swap, a handful of nodes for a tree insert), where a vector search
@@ -24,8 +25,8 @@ impl Extent {
     }
 }
 
-/// The bytes a redo transaction wrote: disjoint extents in address order, overlapping
-/// or adjacent writes merged (the later bytes win).
+/// The bytes a batch staged: disjoint extents in address order, overlapping or
+/// adjacent writes merged (the later bytes win).
 ///
 /// A transaction reads far more often than it writes, and mostly bytes it did not
 /// write (a hash table's probe, say), so a read first asks a one-word filter of the
@@ -78,47 +79,11 @@ impl WriteSet {
         (first, last)
     }
 
-    /// What adding `[addr, addr + len)` would do, priced by `cost` per extent length:
-    /// the cost of the extents it merges away and the length of the extent it makes
-    /// (so that a caller can check a log bound before changing anything).
-    #[cfg(test)]
-    pub(crate) fn cost_after(&self, addr: Addr, len: u64, cost: impl Fn(u64) -> u64) -> (u64, u64) {
-        let end = addr + len;
-        let (first, last) = self.touching(addr, end);
-        let merged = &self.extents[first..last];
-        let lo = merged.first().map_or(addr, |e| e.addr.min(addr));
-        let hi = merged.last().map_or(end, |e| e.end().max(end));
-        (merged.iter().map(|e| cost(e.len)).sum(), hi - lo)
-    }
-
     /// Records `data` at `addr` (not empty).
     pub(crate) fn insert(&mut self, addr: Addr, data: &[u8]) {
         let end = addr + data.len() as u64;
         let (first, last) = self.touching(addr, end);
         self.insert_touching(addr, data, (first, last));
-    }
-
-    /// [`WriteSet::insert`] if `accept(removed, added)` says so: the cost (`cost` per
-    /// extent length) of the extents the insert merges away and the length of the
-    /// extent it makes, so that a caller can check a log bound first, searching the extents once for both; returns
-    /// whether it inserted.
-    pub(crate) fn insert_if(
-        &mut self,
-        addr: Addr,
-        data: &[u8],
-        cost: impl Fn(u64) -> u64,
-        accept: impl FnOnce(u64, u64) -> bool,
-    ) -> bool {
-        let end = addr + data.len() as u64;
-        let (first, last) = self.touching(addr, end);
-        let merged = &self.extents[first..last];
-        let lo = merged.first().map_or(addr, |e| e.addr.min(addr));
-        let hi = merged.last().map_or(end, |e| e.end().max(end));
-        if !accept(merged.iter().map(|e| cost(e.len)).sum(), hi - lo) {
-            return false;
-        }
-        self.insert_touching(addr, data, (first, last));
-        true
     }
 
     fn insert_touching(&mut self, addr: Addr, data: &[u8], (first, last): (usize, usize)) {
@@ -210,11 +175,6 @@ impl WriteSet {
             buf[(s - addr) as usize..(t - addr) as usize]
                 .copy_from_slice(&self.arena[src..src + (t - s) as usize]);
         }
-    }
-
-    /// Flushes (`clwb`) every line the extents touch, each once, in address order.
-    pub(crate) fn flush_lines<M: Memory + ?Sized>(&self, mem: &mut M) -> Result<(), SpineError> {
-        flush_line_runs(mem, self.extents.iter().map(|e| (e.addr, e.len)))
     }
 }
 
@@ -331,11 +291,7 @@ mod tests {
                 let len = rng.gen_range(1..40usize);
                 let addr = rng.gen_range(0..512 - len);
                 let data: Vec<u8> = (0..len).map(|_| rng.r#gen()).collect();
-                let (removed, added) = ws.cost_after(addr as u64, len as u64, |l| l);
-                let before: u64 = ws.iter().map(|(_, d)| d.len() as u64).sum();
                 ws.insert(addr as u64, &data);
-                let after: u64 = ws.iter().map(|(_, d)| d.len() as u64).sum();
-                assert_eq!(after, before - removed + added);
                 for (i, b) in data.iter().enumerate() {
                     model[addr + i] = Some(*b);
                 }
@@ -350,11 +306,6 @@ mod tests {
                         assert_eq!(*b, model[at + i].unwrap_or(0x55), "byte {}", at + i);
                     }
                 }
-                // An insert refused by its price changes nothing.
-                let before: Vec<(u64, Vec<u8>)> = ws.iter().map(|(a, d)| (a, d.to_vec())).collect();
-                assert!(!ws.insert_if(addr as u64, &[1, 2, 3], |l| l, |_, _| false));
-                let after: Vec<(u64, Vec<u8>)> = ws.iter().map(|(a, d)| (a, d.to_vec())).collect();
-                assert_eq!(before, after);
             }
             let mut buf = vec![0xAAu8; 512];
             ws.overlay(0, &mut buf);

@@ -5,12 +5,17 @@
 //!
 //! | offset | size | field          |
 //! |-------:|-----:|----------------|
-//! |      0 |    8 | `magic` `PMREDO01` |
+//! |      0 |    8 | `magic` `PMREDO02` (`PMREDO01`: the previous format) |
 //! |      8 |    8 | `seq`: transaction number |
 //! |     16 |    8 | `body_len`: bytes of records |
 //! |     24 |    8 | `records`: number of records |
 //! |     32 |    4 | `crc`: checksum of bytes 8..32 and the body (see `checksum.rs`: not a CRC) |
 //! |     64 |    … | records: `addr` u64, `len` u64, `len` data bytes padded to 8 |
+//!
+//! The two formats differ only in the checksum: `PMREDO02` logs carry the four-lane
+//! one, `PMREDO01` logs the single chain. Commits write `PMREDO02`; a log still in
+//! `PMREDO01` (a store or volume last written by the earlier code) is read and
+//! recovered with the checksum it was written with.
 //!
 //! # Commit: two fences
 //!
@@ -39,8 +44,16 @@ use crate::error::TxError;
 use crate::fault::{Fault, FaultPlan};
 use crate::lines::LineSet;
 
-/// The magic of a redo log header.
-pub const REDO_MAGIC: u64 = u64::from_le_bytes(*b"PMREDO01");
+/// The magic of a redo log header as commits write it.
+pub const REDO_MAGIC: u64 = u64::from_le_bytes(*b"PMREDO02");
+/// The magic of the previous format, whose checksum is the single chain: still read
+/// and recovered, never written.
+pub const REDO_MAGIC_V1: u64 = u64::from_le_bytes(*b"PMREDO01");
+
+/// Whether `magic` names a redo log this code reads (either format).
+pub fn is_redo_magic(magic: u64) -> bool {
+    magic == REDO_MAGIC || magic == REDO_MAGIC_V1
+}
 /// Bytes of the header line.
 pub const REDO_HEADER: u64 = LINE;
 const RECORD_HEAD: u64 = 16;
@@ -58,7 +71,7 @@ pub struct RedoRecord {
 /// never committed).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RedoDecodeError {
-    /// The first 8 bytes are not [`REDO_MAGIC`].
+    /// The first 8 bytes are neither [`REDO_MAGIC`] nor [`REDO_MAGIC_V1`].
     #[error("byte offset 0, field `magic`: not a redo log")]
     Magic,
     /// The header or body ends early.
@@ -107,51 +120,79 @@ pub fn redo_record_len(data_len: u64) -> u64 {
 
 /// Encodes a log: the 64-byte header followed by the body.
 pub fn encode_redo(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
-    let mut b = Vec::new();
-    encode_redo_into(
-        &mut b,
-        seq,
-        records.iter().map(|r| (r.addr, r.data.as_slice())),
-        FaultPlan::CORRECT,
-    );
+    let records = || records.iter().map(|r| (r.addr, r.data.as_slice()));
+    let mut b = vec![0u8; log_len(records()) as usize];
+    encode_redo_in(&mut b, seq, records(), FaultPlan::CORRECT);
     b
 }
 
-/// Encodes a log of `records` into `b` (replacing its contents): the buffer is kept
-/// by callers that commit many transactions, so that a commit allocates nothing.
-pub(crate) fn encode_redo_into<'d>(
-    b: &mut Vec<u8>,
+/// Bytes the log of `records` takes, header included.
+fn log_len<'d>(records: impl Iterator<Item = (Addr, &'d [u8])>) -> u64 {
+    REDO_HEADER
+        + records
+            .map(|(_, data)| redo_record_len(data.len() as u64))
+            .sum::<u64>()
+}
+
+/// Encodes a log of `records` into `out`, which is exactly [`log_len`] of them long,
+/// writing every byte of it (padding included), so that `out` may be the log area
+/// itself, holding an older log, as well as a fresh buffer.
+fn encode_redo_in<'d>(
+    out: &mut [u8],
     seq: u64,
     records: impl Iterator<Item = (Addr, &'d [u8])>,
     faults: FaultPlan,
 ) {
-    b.clear();
-    b.resize(REDO_HEADER as usize, 0);
+    let (head, body) = out.split_at_mut(REDO_HEADER as usize);
+    let mut o = 0usize;
     let mut count = 0u64;
     for (addr, data) in records {
-        let o = b.len();
-        b.resize(o + (RECORD_HEAD + pad8(data.len() as u64)) as usize, 0);
-        put_u64(b, o, addr);
-        put_u64(b, o + 8, data.len() as u64);
-        b[o + 16..o + 16 + data.len()].copy_from_slice(data);
+        let rec = &mut body[o..o + redo_record_len(data.len() as u64) as usize];
+        let (fields, payload) = rec.split_at_mut(RECORD_HEAD as usize);
+        fields[..8].copy_from_slice(&addr.to_le_bytes());
+        fields[8..].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        // The padding is under 8 bytes: zeroing the payload's last word and copying
+        // the data over it costs one store instead of a fill of a length unknown here.
+        if let Some(last) = payload.len().checked_sub(8) {
+            payload[last..].fill(0);
+        }
+        payload[..data.len()].copy_from_slice(data);
+        o += rec.len();
         count += 1;
     }
-    let body_len = b.len() as u64 - REDO_HEADER;
-    put_u64(b, 0, REDO_MAGIC);
-    put_u64(b, 8, seq);
-    put_u64(b, 16, body_len);
-    put_u64(b, 24, count);
-    let crc = redo_crc(&b[8..32], &b[REDO_HEADER as usize..], faults);
-    put_u32(b, 32, crc);
+    assert_eq!(
+        o,
+        body.len(),
+        "the log's length was computed from other records"
+    );
+    encode_header(head, seq, body, count, faults);
+}
+
+/// Writes into `head` (the header line, every byte of it) the header of a log whose
+/// body, of `count` records, is `body`.
+fn encode_header(head: &mut [u8], seq: u64, body: &[u8], count: u64, faults: FaultPlan) {
+    put_u64(head, 0, REDO_MAGIC);
+    put_u64(head, 8, seq);
+    put_u64(head, 16, body.len() as u64);
+    put_u64(head, 24, count);
+    let crc = redo_crc(REDO_MAGIC, &head[8..32], body, faults);
+    put_u32(head, 32, crc);
+    // A fixed-size copy (stores), where a fill of the slice's rest would call memset.
+    head[36..REDO_HEADER as usize].copy_from_slice(&[0u8; REDO_HEADER as usize - 36]);
 }
 
 /// Not a CRC-32: records often hold CRC-sealed data, which a CRC cannot tell apart
-/// (see [`crate::checksum`]).
-fn redo_crc(fields: &[u8], body: &[u8], faults: FaultPlan) -> u32 {
+/// (see [`crate::checksum`]). The version of the checksum is the one `magic` names.
+fn redo_crc(magic: u64, fields: &[u8], body: &[u8], faults: FaultPlan) -> u32 {
+    let sum = if magic == REDO_MAGIC_V1 {
+        crate::checksum::log_checksum
+    } else {
+        crate::checksum::log_checksum_lanes
+    };
     if faults.has(Fault::RedoHeaderOnlyChecksum) {
-        return crate::checksum::log_checksum(&[fields]);
+        return sum(&[fields]);
     }
-    crate::checksum::log_checksum(&[fields, body])
+    sum(&[fields, body])
 }
 
 /// The body length a header announces, if the header is readable (so that a reader
@@ -170,7 +211,8 @@ pub fn decode_redo(b: &[u8]) -> Result<RedoImage, RedoDecodeError> {
 /// that broken recovery would).
 pub fn decode_redo_with(b: &[u8], faults: FaultPlan) -> Result<RedoImage, RedoDecodeError> {
     let trunc = |offset, field| RedoDecodeError::Truncated { offset, field };
-    if get_u64(b, 0).ok_or(trunc(0, "magic"))? != REDO_MAGIC {
+    let magic = get_u64(b, 0).ok_or(trunc(0, "magic"))?;
+    if !is_redo_magic(magic) {
         return Err(RedoDecodeError::Magic);
     }
     let seq = get_u64(b, 8).ok_or(trunc(8, "seq"))?;
@@ -182,7 +224,7 @@ pub fn decode_redo_with(b: &[u8], faults: FaultPlan) -> Result<RedoImage, RedoDe
         .filter(|&e| e <= b.len() as u64);
     let body_end = body_end.ok_or(trunc(REDO_HEADER, "body"))? as usize;
     let body = &b[REDO_HEADER as usize..body_end];
-    let computed = redo_crc(&b[8..32], body, faults);
+    let computed = redo_crc(magic, &b[8..32], body, faults);
     if computed != stored {
         return Err(RedoDecodeError::Checksum { stored, computed });
     }
@@ -273,14 +315,14 @@ impl RedoLog {
         crate::lines::check_log_area("redo log", mem, base, len)?;
         let mut header = vec![0u8; REDO_HEADER as usize];
         mem.read(base, &mut header)?;
-        if get_u64(&header, 0) != Some(REDO_MAGIC) {
+        if !get_u64(&header, 0).is_some_and(is_redo_magic) {
             return Err(TxError::BadHeader {
                 structure: "redo log",
                 addr: base,
                 offset: 0,
                 field: "magic",
                 problem: format!(
-                    "{:#018x} is not {REDO_MAGIC:#018x}",
+                    "{:#018x} is neither {REDO_MAGIC:#018x} nor {REDO_MAGIC_V1:#018x}",
                     get_u64(&header, 0).unwrap_or(0)
                 ),
             });
@@ -362,10 +404,10 @@ impl RedoLog {
         self.next_seq
     }
 
-    /// The first half of a commit: encodes `records` (into `buf`, reused across
-    /// commits), writes the log, flushes its lines and fences (unless the fault plan
-    /// skips that fence). The transaction is durable afterwards. Returns the log's
-    /// length in bytes.
+    /// The first half of a commit: encodes `records` and writes the log (straight
+    /// into the log area where the memory allows it, else through `buf`, reused across
+    /// commits), flushes its lines and fences (unless the fault plan skips that fence).
+    /// The transaction is durable afterwards. Returns the log's length in bytes.
     pub(crate) fn commit_records<'d, M, I>(
         &mut self,
         mem: &mut M,
@@ -376,24 +418,66 @@ impl RedoLog {
         M: Memory + ?Sized,
         I: Iterator<Item = (Addr, &'d [u8])>,
     {
-        let seq = self.next_seq;
-        encode_redo_into(buf, seq, records(), self.faults);
-        if buf.len() as u64 > self.len {
+        let len = self.check_fits(log_len(records()))?;
+        if let Some(area) = mem.write_in_place(self.base, len)? {
+            encode_redo_in(area, self.next_seq, records(), self.faults);
+        } else {
+            buf.clear();
+            buf.resize(len as usize, 0);
+            encode_redo_in(buf, self.next_seq, records(), self.faults);
+            mem.write(self.base, buf)?;
+        }
+        self.persist_log(mem, len)
+    }
+
+    /// [`RedoLog::commit_records`] of a body already encoded (`count` records, each
+    /// as [`RedoImage`] decodes them): the log is its header and a copy of `body`.
+    pub(crate) fn commit_body<M: Memory + ?Sized>(
+        &mut self,
+        mem: &mut M,
+        buf: &mut Vec<u8>,
+        body: &[u8],
+        count: u64,
+    ) -> Result<u64, TxError> {
+        let len = self.check_fits(REDO_HEADER + body.len() as u64)?;
+        let header = REDO_HEADER as usize;
+        if let Some(area) = mem.write_in_place(self.base, len)? {
+            let (head, rest) = area.split_at_mut(header);
+            rest.copy_from_slice(body);
+            encode_header(head, self.next_seq, body, count, self.faults);
+        } else {
+            buf.clear();
+            buf.resize(header, 0);
+            buf.extend_from_slice(body);
+            encode_header(&mut buf[..header], self.next_seq, body, count, self.faults);
+            mem.write(self.base, buf)?;
+        }
+        self.persist_log(mem, len)
+    }
+
+    /// `len`, the bytes of a log to write, if they fit the area.
+    fn check_fits(&self, len: u64) -> Result<u64, TxError> {
+        if len > self.len {
             return Err(TxError::LogFull {
                 kind: "redo",
-                needed: buf.len() as u64 - REDO_HEADER,
+                needed: len - REDO_HEADER,
                 capacity: self.capacity(),
             });
         }
-        mem.write(self.base, buf)?;
+        Ok(len)
+    }
+
+    /// The end of a commit's first half, once the log's `len` bytes are written:
+    /// flush, fence, and the next transaction's number.
+    fn persist_log<M: Memory + ?Sized>(&mut self, mem: &mut M, len: u64) -> Result<u64, TxError> {
         if !self.faults.has(Fault::RedoSkipLogFlush) {
-            mem.flush(self.base, buf.len() as u64, pmlab_spine::FlushKind::Clwb)?;
+            mem.flush(self.base, len, pmlab_spine::FlushKind::Clwb)?;
         }
         if !self.faults.has(Fault::RedoSkipLogFence) {
             mem.fence();
         }
-        self.next_seq = seq.wrapping_add(1);
-        Ok(buf.len() as u64)
+        self.next_seq = self.next_seq.wrapping_add(1);
+        Ok(len)
     }
 
     /// The second half of a commit: writes `records` in place, flushes their lines
@@ -505,4 +589,101 @@ impl<M: Memory + ?Sized> RedoTx<'_, M> {
 
     /// Discards every write; nothing persistent changes.
     pub fn abort(self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Area, Protocol};
+    use pmlab_spine::VecMemory;
+
+    /// `records` as the previous format wrote them: magic `PMREDO01`, the single-chain
+    /// checksum.
+    fn encode_v1(seq: u64, records: &[RedoRecord]) -> Vec<u8> {
+        let mut b = encode_redo(seq, records);
+        put_u64(&mut b, 0, REDO_MAGIC_V1);
+        let crc = crate::checksum::log_checksum(&[&b[8..32], &b[REDO_HEADER as usize..]]);
+        put_u32(&mut b, 32, crc);
+        b
+    }
+
+    fn records() -> Vec<RedoRecord> {
+        vec![
+            RedoRecord {
+                addr: 4096,
+                data: (1..=13).collect(),
+            },
+            RedoRecord {
+                addr: 8000,
+                data: vec![0xab; 70],
+            },
+        ]
+    }
+
+    #[test]
+    fn commits_write_the_new_format_and_both_decode() {
+        let new = encode_redo(5, &records());
+        assert_eq!(get_u64(&new, 0), Some(REDO_MAGIC));
+        let old = encode_v1(5, &records());
+        for image in [&new, &old] {
+            let d = decode_redo(image).unwrap();
+            assert_eq!((d.seq, d.records), (5, records()));
+        }
+        // A log is checked with its own version's checksum: the other's does not pass.
+        let mut swapped = old.clone();
+        put_u64(&mut swapped, 0, REDO_MAGIC);
+        assert!(matches!(
+            decode_redo(&swapped),
+            Err(RedoDecodeError::Checksum { .. })
+        ));
+        let mut swapped = new.clone();
+        put_u64(&mut swapped, 0, REDO_MAGIC_V1);
+        assert!(matches!(
+            decode_redo(&swapped),
+            Err(RedoDecodeError::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn a_committed_log_of_the_previous_format_is_replayed() {
+        let (log, data) = (Area::new(0, 2048), Area::new(4096, 8192));
+        // RedoLog::open: the file system's path.
+        let mut mem = VecMemory::new(16384);
+        mem.write(0, &encode_v1(41, &records())).unwrap();
+        let (mut handle, rec) = RedoLog::open(&mut mem, log.base, log.len).unwrap();
+        assert_eq!((rec.replayed_seq, rec.replayed_records), (Some(41), 2));
+        assert_eq!(&mem.bytes()[4096..4109], &records()[0].data[..]);
+        assert_eq!(handle.next_seq(), 42);
+        // The next commit writes the new format over it.
+        let mut tx = handle.begin(&mut mem);
+        tx.write(12000, &[9; 8]).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(mem.read_u64(0).unwrap(), REDO_MAGIC);
+
+        // RedoProtocol: the key-value store's path.
+        let mut mem = VecMemory::new(16384);
+        mem.write(0, &encode_v1(41, &records())).unwrap();
+        let mut p = crate::RedoProtocol::attach(mem, log, data).unwrap();
+        let rec = p.recover().unwrap();
+        assert_eq!(rec.entries, 2, "{}", rec.note);
+        assert_eq!(&p.memory().bytes()[8000..8070], &[0xab; 70][..]);
+        p.begin().unwrap();
+        p.write(12000, &[9; 8]).unwrap();
+        p.commit().unwrap();
+        let mut p = crate::RedoProtocol::attach(p.into_memory(), log, data).unwrap();
+        assert!(p.recover().unwrap().repaired);
+        assert_eq!(p.memory_mut().read_u64(0).unwrap(), REDO_MAGIC);
+        assert_eq!(p.memory_mut().read_u64(8).unwrap(), 42);
+    }
+
+    #[test]
+    fn a_torn_log_of_the_previous_format_is_ignored() {
+        let mut image = encode_v1(41, &records());
+        image[70] ^= 1;
+        let mut mem = VecMemory::new(16384);
+        mem.write(0, &image).unwrap();
+        let (_, rec) = RedoLog::open(&mut mem, 0, 2048).unwrap();
+        assert_eq!(rec.replayed_seq, None);
+        assert!(mem.bytes()[4096..4109].iter().all(|&b| b == 0));
+    }
 }

@@ -3,9 +3,10 @@
 //! Stores are buffered in a write set (reads see them), so nothing reaches memory
 //! before commit; commit is the redo log's two fences ([`crate::RedoLog`]: the
 //! checksummed log, then the writes in place). Abort drops the write set: nothing
-//! persistent changed, so it costs no flush and no fence. The write set merges
-//! overlapping and adjacent stores, so each byte is logged once however often the
-//! transaction wrote it.
+//! persistent changed, so it costs no flush and no fence. The write set is kept as
+//! the log's body ([`crate::logset`]): overlapping stores are merged, so each byte is
+//! logged once however often the transaction wrote it, and a commit copies the body
+//! into the log behind its header instead of encoding every record again.
 //!
 //! Recovery replays the last checksum-valid log (idempotent: the log is never cleared,
 //! and every store to the data area goes through a transaction). A log header whose
@@ -17,11 +18,11 @@ use pmlab_spine::{Addr, Memory};
 
 use crate::error::TxError;
 use crate::fault::{Fault, FaultPlan};
+use crate::logset::LogWriteSet;
 use crate::protocol::{Area, Phase, Protocol, Recovery, TxId, TxStats};
-use crate::ranges::WriteSet;
 use crate::redo::{
-    REDO_HEADER, REDO_MAGIC, RedoDecodeError, RedoLog, decode_redo_with, redo_body_len,
-    redo_record_len,
+    REDO_HEADER, REDO_MAGIC, REDO_MAGIC_V1, RedoDecodeError, RedoLog, decode_redo_with,
+    is_redo_magic, redo_body_len, redo_record_len,
 };
 
 /// Redo logging behind the [`Protocol`] interface.
@@ -30,9 +31,7 @@ pub struct RedoProtocol<M: Memory> {
     log: RedoLog,
     data: Area,
     phase: Phase,
-    writes: WriteSet,
-    /// Bytes the running transaction's log will take (header included).
-    log_len: u64,
+    writes: LogWriteSet,
     buf: Vec<u8>,
     committed: TxId,
     stats: TxStats,
@@ -88,20 +87,21 @@ impl<M: Memory> RedoProtocol<M> {
     pub fn reattach(&mut self) -> Result<(), TxError> {
         let base = self.log.base();
         let magic = self.mem.read_u64(base)?;
-        if magic != REDO_MAGIC {
+        if !is_redo_magic(magic) {
             return Err(TxError::BadHeader {
                 structure: "redo log",
                 addr: base,
                 offset: 0,
                 field: "magic",
-                problem: format!("{magic:#018x} is not {REDO_MAGIC:#018x}: not a redo log"),
+                problem: format!(
+                    "{magic:#018x} is neither {REDO_MAGIC:#018x} nor {REDO_MAGIC_V1:#018x}: not a redo log"
+                ),
             });
         }
         let seq = self.mem.read_u64(base + 8)?;
         self.log = RedoLog::attached(base, self.log.len(), seq.wrapping_add(1))
             .with_faults(self.log.faults());
         self.writes.clear();
-        self.log_len = REDO_HEADER;
         self.phase = Phase::NeedsRecovery;
         Ok(())
     }
@@ -120,8 +120,7 @@ impl<M: Memory> RedoProtocol<M> {
             log,
             data,
             phase,
-            writes: WriteSet::default(),
-            log_len: REDO_HEADER,
+            writes: LogWriteSet::default(),
             buf: Vec::new(),
             committed: 0,
             stats: TxStats::default(),
@@ -261,7 +260,6 @@ impl<M: Memory> Protocol for RedoProtocol<M> {
     fn begin(&mut self) -> Result<(), TxError> {
         self.phase.check_begin()?;
         self.writes.clear();
-        self.log_len = REDO_HEADER;
         self.phase = Phase::InTx;
         Ok(())
     }
@@ -290,22 +288,14 @@ impl<M: Memory> Protocol for RedoProtocol<M> {
         if len == 0 {
             return Ok(());
         }
-        let (log_len, log_cap) = (self.log_len, self.log.len());
-        let mut needed = 0;
-        let fits = self
-            .writes
-            .insert_if(addr, data, redo_record_len, |removed, added| {
-                needed = log_len - removed + redo_record_len(added);
-                needed <= log_cap
-            });
-        if !fits {
+        let capacity = self.log.capacity();
+        if let Err(needed) = self.writes.insert(addr, data, capacity) {
             return Err(TxError::LogFull {
                 kind: "redo",
-                needed: needed - REDO_HEADER,
-                capacity: self.log.capacity(),
+                needed,
+                capacity,
             });
         }
-        self.log_len = needed;
         self.stats.writes += 1;
         self.stats.write_bytes += len;
         Ok(())
@@ -314,11 +304,12 @@ impl<M: Memory> Protocol for RedoProtocol<M> {
     fn commit(&mut self) -> Result<TxId, TxError> {
         self.phase.check_in_tx("commit")?;
         if !self.writes.is_empty() {
-            let writes = &self.writes;
+            let (body, count) = self.writes.log_body();
             let logged = self
                 .log
-                .commit_records(&mut self.mem, &mut self.buf, || writes.iter())?;
+                .commit_body(&mut self.mem, &mut self.buf, body, count)?;
             self.stats.log_bytes += logged;
+            let writes = &self.writes;
             self.log
                 .apply_records(&mut self.mem, writes.iter(), |m| writes.flush_lines(m))?;
         }

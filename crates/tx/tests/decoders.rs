@@ -30,8 +30,9 @@ proptest! {
     }
 
     #[test]
-    fn redo_with_valid_magic_never_panics(mut bytes in prop::collection::vec(any::<u8>(), 64..300), len in any::<u64>()) {
-        bytes[0..8].copy_from_slice(b"PMREDO01");
+    fn redo_with_valid_magic_never_panics(mut bytes in prop::collection::vec(any::<u8>(), 64..300), len in any::<u64>(), v1 in any::<bool>()) {
+        // Either format: the current one, or the previous one still read.
+        bytes[0..8].copy_from_slice(if v1 { b"PMREDO01" } else { b"PMREDO02" });
         bytes[16..24].copy_from_slice(&(len % 400).to_le_bytes());
         let _ = decode_redo(&bytes);
     }

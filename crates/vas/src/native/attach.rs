@@ -313,9 +313,6 @@ impl NativeSpaces {
         if to == self.current {
             return Ok(report);
         }
-        if let Some(id) = to {
-            self.handle(VasHandle(id))?;
-        }
         let me = self.me();
         let NativeSpaces {
             handles,
@@ -325,11 +322,20 @@ impl NativeSpaces {
             mechanism,
             ..
         } = self;
-        let segs_of = |c: Option<u32>| {
-            c.and_then(|c| handles.get(&c))
-                .map_or(&[][..], |h| &h.segs[..])
+        // Each handle is looked up once: the target's segments and PKRU value together.
+        let (new, pkru) = match to {
+            Some(id) => {
+                let h = handles.get(&id).ok_or_else(|| VasError::NotFound {
+                    kind: "handle",
+                    name: id.to_string(),
+                })?;
+                (&h.segs[..], h.pkru)
+            }
+            None => (&[][..], protect::pkru_allowing([])),
         };
-        let (old, new) = (segs_of(*current), segs_of(to));
+        let old = current
+            .and_then(|c| handles.get(&c))
+            .map_or(&[][..], |h| &h.segs[..]);
         counters.switches += 1;
         release_locks(mapped, me, old)?;
         *current = None;
@@ -337,9 +343,6 @@ impl NativeSpaces {
             set_access(*mechanism, mapped, counters, old, &[], 0)?;
             return Err(e);
         }
-        let pkru = to
-            .and_then(|c| handles.get(&c))
-            .map_or(protect::pkru_allowing([]), |h| h.pkru);
         set_access(*mechanism, mapped, counters, old, new, pkru)?;
         *current = to;
         Ok(report)

@@ -261,7 +261,9 @@ impl NativeSpaces {
     }
 
     fn handle(&self, vh: VasHandle) -> Result<&Handle, VasError> {
-        self.handles.get(&vh.0).ok_or(VasError::NotFound {
+        // The error is built only when needed: every switch looks its handle up, and
+        // naming it formats and allocates a string.
+        self.handles.get(&vh.0).ok_or_else(|| VasError::NotFound {
             kind: "handle",
             name: vh.0.to_string(),
         })
