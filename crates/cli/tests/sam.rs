@@ -279,3 +279,43 @@ fn broken_operations_are_caught_by_the_comparison() {
         eprintln!("{broken} caught: {e}");
     }
 }
+
+/// Figures 11 and 12 on a tiny set: every operation timed in all four systems (their
+/// outputs checked equal first, by the bench itself), every file written, and an
+/// operation this short timed often enough for a stable median.
+#[test]
+fn the_bench_runs_every_operation_on_a_small_set() {
+    let tmp = scratch();
+    let out = tmp.path().join("out");
+    let scratch_dir = tmp.path().display().to_string();
+    let o = pmlab(&[
+        "sam",
+        "bench",
+        "--bytes",
+        "256KiB",
+        "--reps",
+        "1",
+        "--no-progress",
+        "--scratch",
+        &scratch_dir,
+        "--out",
+        &out.display().to_string(),
+    ]);
+    let text = String::from_utf8_lossy(&ok(o, "pmlab sam bench")).to_string();
+    assert!(text.contains("Figures 11 and 12"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("sam.json")).unwrap()).unwrap();
+    let rows = json["rows"].as_array().unwrap();
+    let ops: Vec<&str> = rows.iter().map(|r| r["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["flagstat", "sort -n", "sort", "index", "view"]);
+    for r in rows {
+        for k in ["vas_s", "mmap_s", "samtools_bam_s"] {
+            assert!(r[k].as_f64().is_some_and(|s| s > 0.0), "{k} in {r}");
+        }
+        // Every operation on 256 KiB is short: 21 repetitions, not the 1 asked.
+        assert_eq!(r["reps"], 21, "{r}");
+    }
+    for f in ["fig11.csv", "fig11.svg", "fig12.svg"] {
+        assert!(out.join(f).exists(), "{f} not written");
+    }
+}

@@ -46,8 +46,24 @@ pub fn table(b: &SamBench) -> Table {
             format!("{:.2}", r.mmap_s / r.vas_s),
         ]);
     }
+    let short: Vec<&str> = b
+        .rows
+        .iter()
+        .filter(|r| r.reps > b.reps)
+        .map(|r| r.op.as_str())
+        .collect();
+    let extra = if short.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({} under {} s: {} reps)",
+            short.join(", "),
+            super::sam::SHORT_OP_S,
+            super::sam::SHORT_OP_REPS
+        )
+    };
     t.note(format!(
-        "data: {} records, {:.0} MiB SAM, {:.0} MiB BAM (seed {}, xoshiro256++); {}; {} reps, interleaved",
+        "data: {} records, {:.0} MiB SAM, {:.0} MiB BAM (seed {}, xoshiro256++); {}; {} reps{extra}, interleaved",
         b.records,
         b.sam_bytes as f64 / (1 << 20) as f64,
         b.bam_bytes as f64 / (1 << 20) as f64,
