@@ -33,7 +33,7 @@ struct Waits {
 /// Ships the journal and waits, outside the state, until the service has applied it
 /// and everything sent before; a refusal is a loss, as for [`State::ship`].
 pub(super) fn sync(conn: &Conn, state: &Mutex<State>) -> Result<()> {
-    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    let lock = || super::state::lock(state);
     let waits = {
         let mut s = lock();
         match s.send_journal() {

@@ -178,7 +178,7 @@ impl Client {
     pub fn state(&self) -> MutexGuard<'_, State> {
         // A caller that panicked holding the state leaves it as consistent as any
         // operation's early return would; the unmount that follows still needs it.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        state::lock(&self.state)
     }
 
     /// Makes sure the client holds a lease covering `key`, shipping its journal first

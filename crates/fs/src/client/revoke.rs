@@ -30,7 +30,7 @@ fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
     let held = conn.settle_grant(key, grant);
     // Like `Client::state`: a caller that panicked holding the state must not silence
     // the revoker, or the service would drop this client.
-    let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = super::state::lock(state);
     // Once the lease goes, another client may free pages a copy in flight uses.
     s.copies.wait_idle();
     if held {
