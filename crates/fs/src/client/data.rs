@@ -90,11 +90,12 @@ impl State {
     /// Called once the operation has found its pages, with the leases covering them
     /// held.
     ///
-    /// A copy of fewer than [`COPY_OUTSIDE_MIN`] bytes is made through the state too:
-    /// letting the state go and taking it again costs more than such a copy when
-    /// other threads wait for it (each hand-over of a contended lock wakes a thread).
+    /// A write of fewer than [`COPY_OUTSIDE_MIN`] bytes is made through the state too:
+    /// it must take the state again to record its pages, and letting the state go and
+    /// taking it again costs more than such a copy when other threads wait for it. A
+    /// read takes the state only once, so every read copies outside it.
     pub fn begin_copy(&mut self, d: u16, write: bool, bytes: usize) -> Result<Option<Copy>> {
-        if bytes < COPY_OUTSIDE_MIN {
+        if write && bytes < COPY_OUTSIDE_MIN {
             return Ok(None);
         }
         Ok(match self.space(d)? {
@@ -125,7 +126,14 @@ impl State {
 
     /// Reads bytes at byte `off` of domain `d`'s data space.
     pub fn read_data(&mut self, d: u16, off: u64, buf: &mut [u8]) -> Result<()> {
-        let r = self.data(d)?.read_data(off, buf);
+        // Reading needs no exclusive use of the mapping: no wait for the copies in
+        // flight, which may be long with many threads.
+        let r = match self.space(d)? {
+            DataSpace::Mapped(m) => m.read_data(off, buf),
+            DataSpace::WriteOnly => Err(FsError::Denied(format!(
+                "domain {d} is write-only to this client: it has no mapping of it"
+            ))),
+        };
         if r.is_err() {
             self.drop_mapping(d);
         }
@@ -139,11 +147,23 @@ impl State {
     /// the service for a write-only domain (durable when this returns). Refused if the
     /// client may not write the domain.
     pub fn write_data(&mut self, d: u16, off: u64, bytes: &[u8]) -> Result<()> {
-        self.copies.wait_idle();
+        let copies = self.copies.clone();
         let r = match self.space(d)? {
-            DataSpace::Mapped(m) if m.writable() => Arc::get_mut(m)
-                .expect("no copy in flight")
-                .write_streaming(off, bytes),
+            // As a copy outside the state writes (see `Copy::write`), without waiting
+            // for the copies in flight: with many threads copying, waiting here kept
+            // every other thread from the state meanwhile.
+            // SAFETY: as for `Copy::write`; the pages are this operation's file's, and
+            // the state is held, so no request that frees them is sent meanwhile.
+            DataSpace::Mapped(m) if m.writable() && m.shares_copies() => {
+                let stored = unsafe { m.write_streaming_shared(off, bytes) };
+                stored.map(|s| debug_assert!(s, "a writable mapping that shares copies"))
+            }
+            DataSpace::Mapped(m) if m.writable() => {
+                copies.wait_idle();
+                Arc::get_mut(m)
+                    .expect("no copy in flight")
+                    .write_streaming(off, bytes)
+            }
             DataSpace::Mapped(_) => Err(FsError::Denied(format!("domain {d} is mapped read-only"))),
             DataSpace::WriteOnly => {
                 let req = Request::WriteData {
