@@ -5,7 +5,8 @@
 //! that the test can stop it: with the service stopped, one thread's fsync cannot
 //! come back, and another thread's write, which needs nothing of the service, must
 //! still complete. With the state held across the round trip, it waits for the
-//! service like the fsync.
+//! service like the fsync. The same holds for a second fsync that finds its operations
+//! already shipped by the first: it waits for the first's batch, without the state.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use pmlab_fs::layout::Params;
 use pmlab_fs::mkfs::RootOwner;
-use pmlab_fs::pxfs::{OpenFlags, Pxfs};
+use pmlab_fs::pxfs::{Fd, OpenFlags, Pxfs};
 use pmlab_fs::service::{self, Config};
 use pmlab_testkit::child;
 
@@ -47,9 +48,37 @@ fn signal(pid: u32, sig: libc::c_int) {
     assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
 }
 
-#[test]
-fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
-    child::branch(serve);
+/// Stops the service process and returns once every thread of it has stopped: kill(2)
+/// returns before a thread running on another processor has taken the signal, and a
+/// batch sent meanwhile could still be applied.
+fn stop(pid: u32) {
+    signal(pid, libc::SIGSTOP);
+    let stopped = |stat: String| {
+        // The state follows the command name's closing parenthesis.
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        matches!(state.and_then(|r| r.chars().next()), Some('T' | 't'))
+    };
+    let since = Instant::now();
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+        let all = tasks
+            .flatten()
+            .all(|t| std::fs::read_to_string(t.path().join("stat")).is_ok_and(stopped));
+        if all {
+            return;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "the service did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A volume served by a child process, and a mount of it with two files written and
+/// synced: their leases are held and their pages mapped, so overwriting them needs
+/// nothing of the service. Returns the files open for writing.
+fn setup(test: &str) -> (tempfile::TempDir, Server, Pxfs, Fd, Fd) {
     let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
     let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
     let params = Params {
@@ -58,7 +87,7 @@ fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
     };
     pmlab_fs::volume::create(&vol, &params, RootOwner::current_user(0o777)).unwrap();
     let svc = Server(
-        child::command(TEST, "serve")
+        child::command(test, "serve")
             .env("PMLAB_FS_VOL", &vol)
             .env("PMLAB_FS_SOCK", &sock)
             .stdout(std::process::Stdio::null())
@@ -74,8 +103,6 @@ fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
         write: true,
         ..Default::default()
     };
-    // Two files written and synced: their leases are held and their pages mapped, so
-    // overwriting them needs nothing of the service.
     for f in ["/a", "/b"] {
         let fd = fs.create(f, 0o644).unwrap();
         fs.write(fd, &[1u8; 8192]).unwrap();
@@ -83,11 +110,27 @@ fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
         fs.close(fd).unwrap();
     }
     let (a, b) = (fs.open("/a", rw).unwrap(), fs.open("/b", rw).unwrap());
+    (tmp, svc, fs, a, b)
+}
+
+/// Waits up to 5 s for `flag`; whether it was set.
+fn set_within(flag: &AtomicBool) -> bool {
+    let since = Instant::now();
+    while !flag.load(Ordering::SeqCst) && since.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    flag.load(Ordering::SeqCst)
+}
+
+#[test]
+fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
+    child::branch(serve);
+    let (_tmp, svc, fs, a, b) = setup(TEST);
     // A write that grows /a: a size change for the fsync to ship.
     fs.pwrite(a, 8192, b"changed").unwrap();
     let written = AtomicBool::new(false);
     std::thread::scope(|s| {
-        signal(svc.0.id(), libc::SIGSTOP);
+        stop(svc.0.id());
         let syncer = s.spawn(|| fs.fsync(a));
         // Long enough for the fsync to have sent its batch and be waiting.
         std::thread::sleep(Duration::from_millis(200));
@@ -95,19 +138,16 @@ fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
             fs.pwrite(b, 100, b"meanwhile").unwrap();
             written.store(true, Ordering::SeqCst);
         });
-        let since = Instant::now();
-        while !written.load(Ordering::SeqCst) && since.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let during = written.load(Ordering::SeqCst);
+        let during = set_within(&written);
         let synced_early = syncer.is_finished();
         signal(svc.0.id(), libc::SIGCONT);
         writer.join().unwrap();
-        syncer.join().unwrap().unwrap();
+        let synced = syncer.join().unwrap();
         assert!(
             !synced_early,
-            "the fsync came back with the service stopped"
+            "the fsync came back with the service stopped: {synced:?}"
         );
+        synced.unwrap();
         assert!(
             during,
             "a write that needs nothing of the service waited for another thread's fsync"
@@ -117,4 +157,46 @@ fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
     let mut got = [0u8; 9];
     fs.pread(b, 100, &mut got).unwrap();
     assert_eq!(&got, b"meanwhile");
+}
+
+const FOLLOWER: &str = "an_fsync_whose_operations_another_fsync_shipped_waits_without_the_state";
+
+#[test]
+fn an_fsync_whose_operations_another_fsync_shipped_waits_without_the_state() {
+    child::branch(serve);
+    let (_tmp, svc, fs, a, b) = setup(FOLLOWER);
+    fs.pwrite(a, 8192, b"changed").unwrap();
+    let written = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        stop(svc.0.id());
+        let leader = s.spawn(|| fs.fsync(a));
+        std::thread::sleep(Duration::from_millis(200));
+        // Its operation is in the leader's batch: nothing of its own to send.
+        let follower = s.spawn(|| fs.fsync(a));
+        std::thread::sleep(Duration::from_millis(200));
+        let writer = s.spawn(|| {
+            fs.pwrite(b, 100, b"meanwhile").unwrap();
+            written.store(true, Ordering::SeqCst);
+        });
+        let during = set_within(&written);
+        let (led_early, followed_early) = (leader.is_finished(), follower.is_finished());
+        signal(svc.0.id(), libc::SIGCONT);
+        writer.join().unwrap();
+        let (led, followed) = (leader.join().unwrap(), follower.join().unwrap());
+        assert!(
+            !followed_early,
+            "an fsync came back before the batch holding its operations was applied: \
+             {followed:?} (the first: {led:?})"
+        );
+        assert!(
+            !led_early,
+            "the first fsync came back with the service stopped"
+        );
+        led.unwrap();
+        followed.unwrap();
+        assert!(
+            during,
+            "a write waited for an fsync that had nothing of its own to send"
+        );
+    });
 }

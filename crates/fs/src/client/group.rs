@@ -16,18 +16,60 @@
 //! and it drops what was read through the overlay's pages, as after a batch applied
 //! without a list). A reply read for an overlay that has gone since says nothing about
 //! the current one's pages.
+//!
+//! An fsync that finds nothing to send (other threads' fsyncs shipped what it waits
+//! for) follows the fsyncs waiting outside: it waits, outside the state too, until
+//! they have taken in their replies, and reports what they found. Waiting for those
+//! replies with the state locked, as a locked ship does, held every other thread off
+//! the state for a round trip, in the common case of group commit.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::conn::Conn;
 use super::state::State;
 use crate::error::{FsError, Result};
 use crate::proto::Reply;
 
-/// Requests an fsync waits for outside the state, and the overlay they belong to.
+/// Requests an fsync waits for outside the state, the overlay they belong to, and the
+/// flight its followers wait on.
 struct Waits {
     ids: Vec<(u64, bool)>,
     overlay: u64,
+    flight: Arc<Flight>,
+}
+
+/// One fsync's wait outside the state, as the fsyncs that follow it see it: how its
+/// batches went, once it has taken in their replies (`Err`: the loss it recorded).
+#[derive(Default)]
+pub(crate) struct Flight {
+    outcome: Mutex<Option<std::result::Result<(), String>>>,
+    done: Condvar,
+}
+
+impl Flight {
+    fn finish(&self, outcome: std::result::Result<(), String>) {
+        let mut o = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        o.get_or_insert(outcome);
+        self.done.notify_all();
+    }
+
+    fn wait(&self) -> std::result::Result<(), String> {
+        let mut o = self.outcome.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = &*o {
+                return r.clone();
+            }
+            o = self.done.wait(o).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Waits {
+    /// Followers never wait for a flight whose fsync ended without finishing it.
+    fn drop(&mut self) {
+        self.flight
+            .finish(Err("the fsync that shipped the batch ended early".into()));
+    }
 }
 
 /// Ships the journal and waits, outside the state, until the service has applied it
@@ -38,6 +80,11 @@ pub(super) fn sync(conn: &Conn, state: &Mutex<State>) -> Result<()> {
         let mut s = lock();
         match s.send_journal() {
             Ok(()) if !s.inflight.is_empty() => s.wait_outside_for(),
+            Ok(()) if !s.flights.is_empty() => {
+                let flights = s.flights.clone();
+                drop(s);
+                return follow(&flights);
+            }
             // Nothing in flight (or the send failed): the locked ship is as quick.
             sent => return s.finish_ship(sent),
         }
@@ -47,18 +94,36 @@ pub(super) fn sync(conn: &Conn, state: &Mutex<State>) -> Result<()> {
         .iter()
         .map(|&(id, batch)| (batch, conn.wait(id).map(|(r, _)| r)))
         .collect();
-    lock().absorb_outside(&waits, replies)
+    let r = lock().absorb_outside(&waits, replies);
+    waits
+        .flight
+        .finish(r.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    r
+}
+
+/// Waits for the fsyncs outside the state that shipped what this one waits for; the
+/// first loss one of them recorded is the answer.
+fn follow(flights: &[Arc<Flight>]) -> Result<()> {
+    let mut first = Ok(());
+    for f in flights {
+        if let Err(e) = f.wait() {
+            first = first.and(Err(FsError::Lost(e)));
+        }
+    }
+    first
 }
 
 impl State {
     /// Takes what is in flight for an fsync to wait for outside the state.
     fn wait_outside_for(&mut self) -> Waits {
         let ids = std::mem::take(&mut self.inflight);
-        self.outside += 1;
+        let flight = Arc::new(Flight::default());
+        self.flights.push(flight.clone());
         self.outside_last = self.outside_last.max(ids.last().map_or(0, |i| i.0));
         Waits {
             ids,
             overlay: self.overlay_gen,
+            flight,
         }
     }
 
@@ -66,7 +131,7 @@ impl State {
     /// outside wait for, leaving the replies to them; their lists of the pages the
     /// service wrote are theirs, so the next overlay drop takes none.
     pub(super) fn wait_outside(&mut self) -> Result<()> {
-        if self.outside == 0 {
+        if self.flights.is_empty() {
             return Ok(());
         }
         self.written = None;
@@ -77,8 +142,8 @@ impl State {
     /// [`State::wait_inflight`] does), and drops the overlay if nothing it shows is
     /// still to be applied.
     fn absorb_outside(&mut self, w: &Waits, replies: Vec<(bool, Result<Reply>)>) -> Result<()> {
-        self.outside -= 1;
-        if self.outside == 0 {
+        self.flights.retain(|f| !Arc::ptr_eq(f, &w.flight));
+        if self.flights.is_empty() {
             self.outside_last = 0;
         }
         let current = w.overlay == self.overlay_gen;
@@ -109,7 +174,7 @@ impl State {
                 self.forget_cached();
             }
         }
-        if self.journal.is_empty() && self.inflight.is_empty() && self.outside == 0 {
+        if self.journal.is_empty() && self.inflight.is_empty() && self.flights.is_empty() {
             self.drop_overlay(first.is_ok());
         }
         first.map_err(|e| FsError::Lost(e.to_string()))

@@ -120,7 +120,7 @@ impl Client {
             inode_refill: None,
             page_refill: FxHashMap::default(),
             meta_cursor: sb.pool_first,
-            outside: 0,
+            flights: Vec::new(),
             outside_last: 0,
             overlay_gen: 0,
             lost: 0,

@@ -125,7 +125,7 @@ pub struct State {
     pub(super) meta_cursor: u64,
     /// Fsyncs waiting outside the state for batches they sent (see `client::group`),
     /// and the last request any of them waits for.
-    pub(super) outside: u32,
+    pub(super) flights: Vec<Arc<super::group::Flight>>,
     pub(super) outside_last: u64,
     /// Bumped whenever the overlay goes: replies read for an older overlay say nothing
     /// about the pages of the current one.
