@@ -9,7 +9,9 @@
 //! already shipped by the first: it waits for the first's batch, without the state.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::{Duration, Instant};
 
 use pmlab_fs::layout::Params;
@@ -113,13 +115,25 @@ fn setup(test: &str) -> (tempfile::TempDir, Server, Pxfs, Fd, Fd) {
     (tmp, svc, fs, a, b)
 }
 
-/// Waits up to 5 s for `flag`; whether it was set.
-fn set_within(flag: &AtomicBool) -> bool {
+/// Overwrites `b` (which needs nothing of the service) on a thread of scope `s`, and
+/// returns whether that completed within 5 s, with the thread to join once the service
+/// runs again.
+fn write_meanwhile<'s>(
+    s: &'s Scope<'s, '_>,
+    fs: &'s Pxfs,
+    b: Fd,
+) -> (bool, ScopedJoinHandle<'s, ()>) {
+    let written = Arc::new(AtomicBool::new(false));
+    let flag = written.clone();
+    let writer = s.spawn(move || {
+        fs.pwrite(b, 100, b"meanwhile").unwrap();
+        flag.store(true, Ordering::SeqCst);
+    });
     let since = Instant::now();
-    while !flag.load(Ordering::SeqCst) && since.elapsed() < Duration::from_secs(5) {
+    while !written.load(Ordering::SeqCst) && since.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(5));
     }
-    flag.load(Ordering::SeqCst)
+    (written.load(Ordering::SeqCst), writer)
 }
 
 #[test]
@@ -128,17 +142,12 @@ fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
     let (_tmp, svc, fs, a, b) = setup(TEST);
     // A write that grows /a: a size change for the fsync to ship.
     fs.pwrite(a, 8192, b"changed").unwrap();
-    let written = AtomicBool::new(false);
     std::thread::scope(|s| {
         stop(svc.0.id());
         let syncer = s.spawn(|| fs.fsync(a));
         // Long enough for the fsync to have sent its batch and be waiting.
         std::thread::sleep(Duration::from_millis(200));
-        let writer = s.spawn(|| {
-            fs.pwrite(b, 100, b"meanwhile").unwrap();
-            written.store(true, Ordering::SeqCst);
-        });
-        let during = set_within(&written);
+        let (during, writer) = write_meanwhile(s, &fs, b);
         let synced_early = syncer.is_finished();
         signal(svc.0.id(), libc::SIGCONT);
         writer.join().unwrap();
@@ -166,7 +175,6 @@ fn an_fsync_whose_operations_another_fsync_shipped_waits_without_the_state() {
     child::branch(serve);
     let (_tmp, svc, fs, a, b) = setup(FOLLOWER);
     fs.pwrite(a, 8192, b"changed").unwrap();
-    let written = AtomicBool::new(false);
     std::thread::scope(|s| {
         stop(svc.0.id());
         let leader = s.spawn(|| fs.fsync(a));
@@ -174,11 +182,7 @@ fn an_fsync_whose_operations_another_fsync_shipped_waits_without_the_state() {
         // Its operation is in the leader's batch: nothing of its own to send.
         let follower = s.spawn(|| fs.fsync(a));
         std::thread::sleep(Duration::from_millis(200));
-        let writer = s.spawn(|| {
-            fs.pwrite(b, 100, b"meanwhile").unwrap();
-            written.store(true, Ordering::SeqCst);
-        });
-        let during = set_within(&written);
+        let (during, writer) = write_meanwhile(s, &fs, b);
         let (led_early, followed_early) = (leader.is_finished(), follower.is_finished());
         signal(svc.0.id(), libc::SIGCONT);
         writer.join().unwrap();

@@ -43,10 +43,10 @@ const LOCK_YIELDS: u32 = 8;
 /// taken again. With many threads of one process (FileBench's 16 varmail threads on 2
 /// processors) that doubled varmail's iteration (1,880-2,370 µs against 1,110-1,330
 /// with the yields, in alternated runs); a thread that yields instead lets the holder
-/// run and usually finds the state free when it is back. 2 yields did worse than 8 and
-/// 32 no better; yielding only while fewer threads yield than there are processors lost
-/// the gain.
-/// fileserver x50 and webproxy x100 moved within their run-to-run spread.
+/// run and usually finds the state free when it is back (fileserver x50 and webproxy
+/// x100 moved within their run-to-run spread). 2 yields did worse than 8 and 32 no
+/// better; yielding only while fewer threads yield than there are processors lost the
+/// gain.
 pub(super) fn lock(m: &std::sync::Mutex<State>) -> std::sync::MutexGuard<'_, State> {
     for _ in 0..LOCK_YIELDS {
         match m.try_lock() {
