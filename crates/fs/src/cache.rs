@@ -14,7 +14,7 @@
 //! freed pool page keeps its old contents until the service places another file's
 //! index page there, which it may do at a page the client's own check did not choose.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::error::Result;
 use crate::inode::Inode;
@@ -30,6 +30,12 @@ pub struct MetaCache {
     groups: FxHashMap<u64, PageGroup>,
     ancestry: FxHashMap<u64, Vec<u64>>,
     radix_pages: FxHashMap<u64, PageBuf>,
+    /// Keys found covered by a lease, (key, exclusive), while the lease table's loss
+    /// count stood at `covered_at` (see [`crate::client`]'s lease table): cover only
+    /// grows until a lease is lost, and every key's cached ancestry ends in its
+    /// directory's, so a key covered here covers every key below it.
+    covered: FxHashSet<(u64, bool)>,
+    covered_at: u64,
 }
 
 /// The cached inodes of one inode-table page, with their files' page maps.
@@ -51,6 +57,7 @@ impl MetaCache {
         self.groups.clear();
         self.ancestry.clear();
         self.radix_pages.clear();
+        self.covered.clear();
     }
 
     /// A cached inode.
@@ -80,11 +87,33 @@ impl MetaCache {
     /// Forgets the ancestry of `key` (a file's name went away).
     pub fn forget_ancestry(&mut self, key: u64) {
         self.ancestry.remove(&key);
+        self.covered.clear();
     }
 
     /// Forgets every ancestry (a name moved or went away).
     pub fn forget_ancestries(&mut self) {
         self.ancestry.clear();
+        self.covered.clear();
+    }
+
+    /// Forgets the keys found covered unless the lease table has lost nothing since
+    /// (`losses` is its loss count now).
+    pub fn covered_since(&mut self, losses: u64) {
+        if self.covered_at != losses {
+            self.covered.clear();
+            self.covered_at = losses;
+        }
+    }
+
+    /// Whether `key` was found covered (exclusively, if `exclusive`) since the last
+    /// [`MetaCache::covered_since`] that forgot.
+    pub fn is_covered(&self, key: u64, exclusive: bool) -> bool {
+        self.covered.contains(&(key, true)) || (!exclusive && self.covered.contains(&(key, false)))
+    }
+
+    /// Remembers that `key` is covered (exclusively, if `exclusive`).
+    pub fn put_covered(&mut self, key: u64, exclusive: bool) {
+        self.covered.insert((key, exclusive));
     }
 
     /// The cached data page of page `index` of file `ino`.

@@ -10,7 +10,7 @@
 //! describes (one lease per bucket).
 
 use crate::error::{FsError, Result};
-use crate::media::{BODY, MediaRead, Tag, le, zero_page};
+use crate::media::{BODY, MediaRead, Tag, le};
 use crate::txn::Txn;
 use crate::view::PageSource;
 
@@ -169,13 +169,13 @@ pub fn insert<R: MediaRead + ?Sized>(
         }
         pno = le::u64_at(&p[..], 0);
     }
-    // Every page of the chain is full: push a new page at the head.
+    // Every page of the chain is full: push a new page at the head (filled in the
+    // zeroed image the allocation made, not in a second one).
     let new = txn.alloc_meta_page(Tag::DirBucket)?;
-    let mut p = zero_page();
+    let p = txn.page_mut(new, Tag::DirBucket)?;
     le::put_u64(&mut p[..], 0, head);
     le::put_u32(&mut p[..], 8, 1);
     write_slot(&mut p[..], 0, name, ino);
-    txn.put_page(new, p, Tag::DirBucket);
     set_head(txn, root, b, new)
 }
 

@@ -178,7 +178,7 @@ impl MetaLog {
         let mut now = vec![0u8; PAGE as usize];
         let mut runs = Vec::new();
         let mut records = Vec::new();
-        for (&pno, img) in changes {
+        for (pno, img) in crate::txn::sorted(changes) {
             mem.read(pno * PAGE, &mut now)?;
             changed_runs(&now, &img[..], &mut runs);
             records.extend(
@@ -223,8 +223,8 @@ pub fn write_log<M: Memory + ?Sized>(
             capacity(sb)
         )));
     }
-    let records: Vec<pmlab_tx::RedoRecord> = changes
-        .iter()
+    let records: Vec<pmlab_tx::RedoRecord> = crate::txn::sorted(changes)
+        .into_iter()
         .map(|(pno, img)| pmlab_tx::RedoRecord {
             addr: pno * PAGE,
             data: img.to_vec(),
@@ -491,7 +491,7 @@ mod tests {
         }
         // An empty batch costs nothing.
         let before = m.persist_counters();
-        log.commit(&mut m, &Changes::new()).unwrap();
+        log.commit(&mut m, &Changes::default()).unwrap();
         assert_eq!(m.persist_counters(), before);
     }
 
@@ -517,7 +517,7 @@ mod tests {
         assert_eq!(capacity(&sb), 258);
         let (mut m, sb) = volume();
         let mut log = MetaLog::open(&mut m, &sb).unwrap().0;
-        let mut too_many = Changes::new();
+        let mut too_many = Changes::default();
         let page = crate::media::read_raw(&mut m, sb.itable_first).unwrap();
         for i in 0..=capacity(&sb) {
             too_many.insert(sb.pool_first + 1 + i, page.clone());

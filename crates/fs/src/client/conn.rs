@@ -29,8 +29,7 @@ use crate::proto::{self, ErrKind, Reply, Request};
 /// several times that. Longer waits (a lease another client must give back) sleep.
 const REPLY_SPIN: Duration = Duration::from_micros(100);
 
-/// Leases held: key -> (exclusive, grant number).
-pub type LeaseTable = FxHashMap<u64, (bool, u64)>;
+pub use super::leases::LeaseTable;
 
 #[derive(Default)]
 pub(crate) struct Recv {

@@ -32,6 +32,7 @@ mod copies;
 mod data;
 mod granularity;
 mod group;
+mod leases;
 mod reserve;
 mod revoke;
 mod state;
@@ -101,7 +102,7 @@ impl Client {
             sb,
             uid,
             gid,
-            overlay: Changes::new(),
+            overlay: Changes::default(),
             clean: Default::default(),
             batch_pages: Default::default(),
             inflight: Vec::new(),
@@ -203,7 +204,28 @@ impl Client {
         self.leased_keys(keys, true)
     }
 
+    /// `s` back if the leases on `keys` are held, else the state from
+    /// [`Client::leased_widening`] (which unlocks it while it asks).
+    fn still_leased<'s>(
+        &'s self,
+        mut s: MutexGuard<'s, State>,
+        keys: &[(u64, bool)],
+    ) -> Result<MutexGuard<'s, State>> {
+        if keys.iter().all(|&(k, e)| s.covered(k, e)) {
+            return Ok(s);
+        }
+        drop(s);
+        self.leased_widening(keys)
+    }
+
     fn leased_keys(&self, keys: &[(u64, bool)], widen: bool) -> Result<MutexGuard<'_, State>> {
+        // Nearly always every lease is held already: the answer then costs the
+        // coverage checks and nothing else (no copy of the keys, no lists).
+        let mut s = self.state();
+        if keys.iter().all(|&(k, e)| s.covered(k, e)) {
+            return Ok(s);
+        }
+        drop(s);
         let mut keys = keys.to_vec();
         keys.sort_unstable();
         let mut gave_back = false;
@@ -375,8 +397,11 @@ impl Client {
             return Ok((ROOT_INO, "", Some(ROOT_INO)));
         };
         let mut d = ROOT_INO;
+        // The walk keeps the state locked from one directory to the next while the
+        // leases it needs are held, and lets go only to ask for one that is not.
+        let mut s = self.state();
         for c in dirs {
-            let mut s = self.leased_widening(&[(self.lookup_key(d, c), false)])?;
+            s = self.still_leased(s, &[(self.lookup_key(d, c), false)])?;
             searchable(&mut s, d, path)?;
             d = s
                 .lookup(d, c)?
@@ -387,7 +412,7 @@ impl Client {
                 )));
             }
         }
-        let mut s = self.leased_widening(&[(self.lookup_key(d, last), false)])?;
+        let mut s = self.still_leased(s, &[(self.lookup_key(d, last), false)])?;
         searchable(&mut s, d, path)?;
         let last_ino = s.lookup(d, last)?;
         Ok((d, last, last_ino))

@@ -255,10 +255,19 @@ impl State {
     /// Whether the client holds a lease covering `key` (on it or above it).
     pub fn covered(&mut self, key: u64, exclusive: bool) -> bool {
         self.cache_ancestry(key);
-        let up = self.cache.ancestry(key).unwrap_or_default();
         let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
-        up.iter()
-            .any(|x| l.get(x).is_some_and(|&(e, _)| e || !exclusive))
+        self.cache.covered_since(l.losses());
+        let up = self.cache.ancestry(key).unwrap_or_default();
+        // A key found covered before covers the keys below it: the walk up stops at
+        // the first of them, usually the file's directory.
+        let hit = up.iter().any(|&x| {
+            self.cache.is_covered(x, exclusive) || l.get(&x).is_some_and(|&(e, _)| e || !exclusive)
+        });
+        drop(l);
+        if hit {
+            self.cache.put_covered(key, exclusive);
+        }
+        hit
     }
 
     /// Makes sure the lease ancestry of `key` ([`ancestry`]) is cached.
@@ -335,7 +344,7 @@ impl State {
                 opens: &self.opens,
                 now: now_ns(),
             };
-            let none = Changes::new();
+            let none = Changes::default();
             let mut o = Overlay::for_txn(&mut self.meta, &none);
             apply_batch_over(&mut o, sb, &auth, &ops, (self.meta_cursor, own, clean))
         };

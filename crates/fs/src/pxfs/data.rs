@@ -92,8 +92,7 @@ impl Pxfs {
         if end > i.size {
             ops.push(Op::SetSize { ino, size: end });
         }
-        let zeros = [0u8; PAGE as usize];
-        let stores = data_stores(&filled, &pages, at, i.size, data, &zeros);
+        let stores = data_stores(&filled, &pages, at, i.size, data, &ZEROS);
         let d = i.domain;
         let copy = if outside {
             s.begin_copy(d, true, data.len())?
@@ -142,6 +141,10 @@ impl Pxfs {
         Ok(end)
     }
 }
+
+/// A page of zeros that stores of new pages' unwritten parts copy from (a static one:
+/// a page zeroed on the stack for every write cost more than the write's own checks).
+static ZEROS: [u8; PAGE as usize] = [0; PAGE as usize];
 
 /// Bytes of one page of a read: where they are in the data space (`None`: a hole,
 /// read as zeros) and where they go in the caller's buffer.

@@ -1,0 +1,82 @@
+//! The leases a client holds, and a count of every time it lost one.
+//!
+//! libFS asks "does a lease cover this object?" several times per operation, and the
+//! answer walks the object's ancestry through the table. A yes stays true until a
+//! lease is given up or weakened (a new grant only adds cover), so the state keeps the
+//! yeses it found ([`crate::cache::MetaCache`]) tagged with [`LeaseTable::losses`]:
+//! the table is changed only through methods that count what it loses, so no path
+//! can take a lease away and leave a stale yes behind.
+
+use rustc_hash::FxHashMap;
+
+/// Leases held: key -> (exclusive, grant number), with a count of losses.
+#[derive(Default)]
+pub struct LeaseTable {
+    held: FxHashMap<u64, (bool, u64)>,
+    losses: u64,
+}
+
+impl LeaseTable {
+    /// The lease on `key`: (exclusive, grant number).
+    pub fn get(&self, key: &u64) -> Option<&(bool, u64)> {
+        self.held.get(key)
+    }
+
+    /// Every lease held.
+    pub fn iter(&self) -> impl Iterator<Item = (&u64, &(bool, u64))> {
+        self.held.iter()
+    }
+
+    /// Records a grant; one that turns an exclusive lease into a shared one counts as
+    /// a loss.
+    pub fn insert(&mut self, key: u64, lease: (bool, u64)) {
+        if let Some((true, _)) = self.held.insert(key, lease)
+            && !lease.0
+        {
+            self.losses += 1;
+        }
+    }
+
+    /// Gives up the lease on `key`.
+    pub fn remove(&mut self, key: &u64) {
+        if self.held.remove(key).is_some() {
+            self.losses += 1;
+        }
+    }
+
+    /// Gives up every lease.
+    pub fn clear(&mut self) {
+        self.held.clear();
+        self.losses += 1;
+    }
+
+    /// How many times a lease was lost or weakened: cover found at one count still
+    /// holds while the count stays the same.
+    pub fn losses(&self) -> u64 {
+        self.losses
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every way of losing cover moves the count; gaining cover does not.
+    #[test]
+    fn losses_count_every_lost_or_weakened_lease() {
+        let mut t = LeaseTable::default();
+        t.insert(1, (false, 1));
+        t.insert(1, (true, 2));
+        assert_eq!(t.losses(), 0, "gaining cover is no loss");
+        t.insert(1, (false, 3));
+        assert_eq!(t.losses(), 1, "exclusive to shared is a loss");
+        t.remove(&2);
+        assert_eq!(t.losses(), 1, "removing nothing is no loss");
+        t.remove(&1);
+        assert_eq!(t.losses(), 2);
+        t.insert(5, (true, 4));
+        t.clear();
+        assert_eq!(t.losses(), 3);
+        assert!(t.get(&5).is_none());
+    }
+}
