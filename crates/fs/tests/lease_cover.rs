@@ -1,0 +1,57 @@
+//! libFS remembers which objects its leases cover, so that an operation does not walk
+//! the tree up for every check. A lease taken back must end that memory at once: a
+//! client that still thought itself covered would record a write that its own check,
+//! or the service, then refuses.
+
+use pmlab_fs::mkfs::RootOwner;
+use pmlab_fs::pxfs::{OpenFlags, Pxfs};
+use pmlab_fs::service;
+
+#[test]
+fn a_write_after_its_lease_was_taken_back_asks_for_the_lease_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vol = tmp.path().join("vol");
+    let sock = tmp.path().join("sock");
+    pmlab_fs::volume::create(&vol, &Default::default(), RootOwner::current_user(0o777)).unwrap();
+    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    let (a, b) = (Pxfs::mount(&sock).unwrap(), Pxfs::mount(&sock).unwrap());
+    a.mkdir("/d", 0o755).unwrap();
+    let fa = a.create("/d/f", 0o644).unwrap();
+    a.pwrite(fa, 0, b"a-00").unwrap();
+    a.fsync(fa).unwrap();
+    let rw = OpenFlags {
+        write: true,
+        ..Default::default()
+    };
+    for round in 1..=20 {
+        // B's write takes back whatever lease A's writes were covered by (in round
+        // 1 A's own; later B's read at the end of the round took it already).
+        assert!(!a.client().leases().is_empty() || round > 1);
+        let fb = b.open("/d/f", rw).unwrap();
+        b.pwrite(fb, 0, b"b-xx").unwrap();
+        b.fsync(fb).unwrap();
+        b.close(fb).unwrap();
+        assert!(
+            a.client().leases().is_empty(),
+            "round {round}: A still holds {:?}",
+            a.client().leases()
+        );
+        // A writes again through the descriptor it kept, past the end (the file's
+        // size is metadata, recorded and checked): it must ask for the lease again,
+        // not write on the strength of a cover it no longer has.
+        let mine = format!("a-{round:02}");
+        let at = 4 * round as u64;
+        a.pwrite(fa, at, mine.as_bytes())
+            .unwrap_or_else(|e| panic!("round {round}: A's write failed: {e}"));
+        a.fsync(fa)
+            .unwrap_or_else(|e| panic!("round {round}: A's fsync failed: {e}"));
+        let mut got = [0u8; 4];
+        let fb = b.open("/d/f", OpenFlags::default()).unwrap();
+        b.pread(fb, at, &mut got).unwrap();
+        b.close(fb).unwrap();
+        assert_eq!(&got, mine.as_bytes(), "round {round}: A's write is lost");
+    }
+    a.close(fa).unwrap();
+    drop((a, b));
+    svc.stop().unwrap();
+}
