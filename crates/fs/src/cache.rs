@@ -84,10 +84,12 @@ impl MetaCache {
         self.ancestry.insert(key, up);
     }
 
-    /// Forgets the ancestry of `key` (a file's name went away).
+    /// Forgets the ancestry of `key` (a file's name went away). No other key's
+    /// ancestry runs through a file's, so what was found covered of other keys stands.
     pub fn forget_ancestry(&mut self, key: u64) {
         self.ancestry.remove(&key);
-        self.covered.clear();
+        self.covered.remove(&(key, true));
+        self.covered.remove(&(key, false));
     }
 
     /// Forgets every ancestry (a name moved or went away).

@@ -253,55 +253,75 @@ impl State {
     }
 
     /// Whether the client holds a lease covering `key` (on it or above it).
+    ///
+    /// A bucket's key, a bucket's names key and a file's key are covered by their own
+    /// leases (the key's, its bucket's) or by whatever covers their directory; only a
+    /// directory's ancestry is walked up the tree, and what is found covered is
+    /// remembered ([`MetaCache::is_covered`]), so the walk is done about once per
+    /// directory and a create or an unlink reads at most the file's own inode.
     pub fn covered(&mut self, key: u64, exclusive: bool) -> bool {
-        self.cache_ancestry(key);
-        let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
-        self.cache.covered_since(l.losses());
-        let up = self.cache.ancestry(key).unwrap_or_default();
-        // A key found covered before covers the keys below it: the walk up stops at
-        // the first of them, usually the file's directory.
-        let hit = up.iter().any(|&x| {
-            self.cache.is_covered(x, exclusive) || l.get(&x).is_some_and(|&(e, _)| e || !exclusive)
-        });
-        drop(l);
+        if self.known_covered(key, exclusive) {
+            return true;
+        }
+        let hit = match self.in_front_of_directory(key) {
+            Some((front, dir)) => {
+                self.holds_one_of(&front, exclusive) || self.directory_covered(dir, exclusive)
+            }
+            None => self.directory_covered(key, exclusive),
+        };
         if hit {
             self.cache.put_covered(key, exclusive);
         }
         hit
     }
 
-    /// Makes sure the lease ancestry of `key` ([`ancestry`]) is cached.
-    ///
-    /// A bucket's key, a bucket's names key and a file's key are their directory's
-    /// ancestry with one or two keys in front, so only directories' ancestries are
-    /// walked up the tree; a create or an unlink in a directory whose ancestry is
-    /// known reads at most the file's own inode (through the inode cache).
-    fn cache_ancestry(&mut self, key: u64) {
-        if self.cache.ancestry(key).is_some() {
-            return;
-        }
-        let (front, dir) = match (bucket_of_key(key), names_of_key(key)) {
-            (Some((d, _)), _) => (vec![key], Some(d)),
-            (None, Some((d, b))) => (vec![key, bucket_key(d, b)], Some(d)),
+    /// Whether `key` was found covered since the client last lost a lease.
+    fn known_covered(&mut self, key: u64, exclusive: bool) -> bool {
+        let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+        self.cache.covered_since(l.losses());
+        self.cache.is_covered(key, exclusive)
+    }
+
+    /// Whether the client holds a lease on one of `keys` strong enough.
+    fn holds_one_of(&self, keys: &[u64], exclusive: bool) -> bool {
+        let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+        keys.iter()
+            .any(|k| l.get(k).is_some_and(|&(e, _)| e || !exclusive))
+    }
+
+    /// The keys in front of `key`'s directory in its lease ancestry, and that
+    /// directory: for a bucket's key, a bucket's names key and a file's key (whose
+    /// inode is read through the inode cache). `None` for a directory, or an object
+    /// whose inode cannot be read: its ancestry is walked.
+    fn in_front_of_directory(&mut self, key: u64) -> Option<([u64; 2], u64)> {
+        match (bucket_of_key(key), names_of_key(key)) {
+            (Some((d, _)), _) => Some(([key, key], d)),
+            (None, Some((d, b))) => Some(([key, bucket_key(d, b)], d)),
             (None, None) => match self.inode(key) {
-                Ok(i) if i.kind != Kind::Dir && i.parent != 0 && i.parent != key => (
-                    vec![key, bucket_key(i.parent, i.bucket as u64)],
-                    Some(i.parent),
-                ),
-                _ => (Vec::new(), None),
+                Ok(i) if i.kind != Kind::Dir && i.parent != 0 && i.parent != key => {
+                    Some(([key, bucket_key(i.parent, i.bucket as u64)], i.parent))
+                }
+                _ => None,
             },
-        };
-        let up = match dir {
-            Some(d) => {
-                self.walk_ancestry(d);
-                let mut up = front;
-                up.extend_from_slice(self.cache.ancestry(d).unwrap_or(&[d]));
-                up
-            }
-            // A directory (or an object whose inode cannot be read): walked.
-            None => self.with_view(|v| Ok(ancestry(v, key))).unwrap_or_default(),
-        };
-        self.cache.put_ancestry(key, up);
+        }
+    }
+
+    /// Whether a lease covers directory `dir` (or what stands in for one: see
+    /// [`State::in_front_of_directory`]): up its ancestry, walked once and cached,
+    /// stopping at the first key found covered before.
+    fn directory_covered(&mut self, dir: u64, exclusive: bool) -> bool {
+        self.walk_ancestry(dir);
+        let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+        self.cache.covered_since(l.losses());
+        let up = self.cache.ancestry(dir).unwrap_or_default();
+        let hit = up.iter().any(|&x| {
+            self.cache.is_covered(x, exclusive) || l.get(&x).is_some_and(|&(e, _)| e || !exclusive)
+        });
+        drop(l);
+        if hit {
+            self.cache.put_covered(dir, exclusive);
+        }
+        hit
     }
 
     /// Caches the ancestry of `key` walked up the tree (bounded however the parent
