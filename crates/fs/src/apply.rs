@@ -38,6 +38,7 @@ use crate::media::{MediaRead, PAGE};
 use crate::radix;
 use crate::txn::{Changes, Clean, Txn};
 use crate::view::PageSource;
+use rustc_hash::FxHashSet;
 
 /// What the service knows about the client whose batch is applied.
 pub trait Authority {
@@ -154,6 +155,10 @@ pub(crate) struct Applier<'a, 'm, R: MediaRead + ?Sized> {
     pub(crate) auth: &'a dyn Authority,
     pub(crate) out: Outcome,
     pub(crate) now: u64,
+    /// Objects found covered by a lease earlier in the batch: an append's page maps
+    /// and new size check the file's cover once. An operation that takes a name away
+    /// or moves one ends it, as it can change an ancestry.
+    covered: FxHashSet<u64>,
 }
 
 pub(crate) fn fs(e: FsError) -> String {
@@ -176,6 +181,7 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
             auth,
             out: Outcome::default(),
             now: auth.now(),
+            covered: FxHashSet::default(),
         }
     }
 
@@ -206,6 +212,17 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
 
     /// A lease on `ino` or on any directory above it covers `ino`.
     fn covered(&mut self, ino: u64) -> std::result::Result<bool, String> {
+        if self.covered.contains(&ino) {
+            return Ok(true);
+        }
+        let hit = self.covered_up_the_tree(ino)?;
+        if hit {
+            self.covered.insert(ino);
+        }
+        Ok(hit)
+    }
+
+    fn covered_up_the_tree(&mut self, ino: u64) -> std::result::Result<bool, String> {
         let mut x = ino;
         for _ in 0..self.sb().inode_count {
             if self.auth.holds_lease(x) {
@@ -381,6 +398,12 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
     }
 
     fn op(&mut self, op: &Op) -> OpResult {
+        if matches!(
+            op,
+            Op::Unlink { .. } | Op::Rmdir { .. } | Op::Rename { .. } | Op::Link { .. }
+        ) {
+            self.covered.clear();
+        }
         match op {
             Op::Create {
                 parent,
