@@ -128,6 +128,13 @@ impl MetaCache {
             .copied()
     }
 
+    /// The cached data pages of pages `first..=last` of file `ino`, if every one of
+    /// them is cached: one lookup of the file's page map for a whole read.
+    pub fn leaves(&self, ino: u64, first: u64, last: u64) -> Option<Vec<u64>> {
+        let map = self.groups.get(&group_of(ino))?.leaves.get(&ino)?;
+        (first..=last).map(|i| map.get(&i).copied()).collect()
+    }
+
     /// Remembers that page `index` of file `ino` is data page `page`.
     pub fn put_leaf(&mut self, ino: u64, index: u64, page: u64) {
         self.groups

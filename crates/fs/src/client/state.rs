@@ -677,6 +677,22 @@ impl State {
         }
     }
 
+    /// [`State::page_of`] for pages `first..=last` of file `ino`: the file's inode is
+    /// checked against the cache and its page map looked up once when all of them are
+    /// cached (a whole-file read of a web server's file, under the state every other
+    /// thread of the process waits for).
+    pub fn pages_of(&mut self, ino: u64, inode: &Inode, first: u64, last: u64) -> Result<Vec<u64>> {
+        if inode.kind != Kind::Kv
+            && self.cache.inode(ino) == Some(*inode)
+            && let Some(v) = self.cache.leaves(ino, first, last)
+        {
+            return Ok(v);
+        }
+        (first..=last)
+            .map(|i| self.page_of(ino, inode, i))
+            .collect()
+    }
+
     /// Notes that the client holds `ino` open. The service hears of it only if it
     /// must (see the module documentation).
     pub fn note_open(&mut self, ino: u64) {

@@ -16,14 +16,19 @@ impl Pxfs {
             return Ok(0);
         }
         let n = buf.len().min((i.size - off) as usize);
+        if n == 0 {
+            return Ok(0);
+        }
         // The pages under the state; the bytes outside it where the mapping allows.
-        let mut pieces = Vec::with_capacity(n / PAGE as usize + 2);
+        let first = off / PAGE;
+        let pages = s.pages_of(ino, &i, first, (off + n as u64 - 1) / PAGE)?;
+        let mut pieces = Vec::with_capacity(pages.len());
         let mut done = 0;
         while done < n {
             let pos = off + done as u64;
             let inpg = pos % PAGE;
             let k = (PAGE - inpg).min((n - done) as u64);
-            let p = s.page_of(ino, &i, pos / PAGE)?;
+            let p = pages[(pos / PAGE - first) as usize];
             pieces.push(Piece {
                 at: (p != 0).then_some(p * PAGE + inpg),
                 range: done..done + k as usize,
@@ -83,10 +88,7 @@ impl Pxfs {
             zero_gap(&mut s, ino, &i, i.size, at)?;
         }
         let (first, last) = (at / PAGE, (end - 1) / PAGE);
-        let mut pages = Vec::with_capacity((last - first + 1) as usize);
-        for idx in first..=last {
-            pages.push(s.page_of(ino, &i, idx)?);
-        }
+        let pages = s.pages_of(ino, &i, first, last)?;
         let mut filled = pages.clone();
         let (mut ops, runs) = map_holes(&mut s, ino, i.domain, first, &mut filled)?;
         if end > i.size {
