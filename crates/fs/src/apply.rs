@@ -27,6 +27,8 @@ mod attr;
 
 pub use attr::{AttrChange, DataMove, SetAttr, pages_to_move, plan as plan_attr, set_attr};
 
+use rustc_hash::FxHashSet;
+
 use crate::dir;
 use crate::domain::{self, Domain};
 use crate::error::{FsError, Result};
@@ -38,7 +40,6 @@ use crate::media::{MediaRead, PAGE};
 use crate::radix;
 use crate::txn::{Changes, Clean, Txn};
 use crate::view::PageSource;
-use rustc_hash::FxHashSet;
 
 /// What the service knows about the client whose batch is applied.
 pub trait Authority {

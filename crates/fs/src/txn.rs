@@ -28,6 +28,15 @@ pub fn sorted(changes: &Changes) -> Vec<(u64, &PageBuf)> {
     v
 }
 
+/// `p`, page `pno`, if it is of kind `tag` (its whole seal is verified if not, which
+/// says what is wrong with it).
+fn of_kind(p: &PageBuf, pno: u64, tag: Tag) -> Result<&PageBuf> {
+    if crate::media::le::u32_at(&p[..], crate::media::BODY + 4) != tag as u32 {
+        crate::media::verify(p, pno, tag)?;
+    }
+    Ok(p)
+}
+
 /// Unchanged pages read from the media and found sound, by page number.
 pub type Clean = FxHashMap<u64, PageBuf>;
 
@@ -165,21 +174,12 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
         if let Some(p) = self.dirty.get(&pno) {
             // Written by this transaction: its contents are its own; only its kind can
             // be wrong (and then `verify` says so, as it checks the kind first).
-            if crate::media::le::u32_at(&p[..], crate::media::BODY + 4) != tag as u32 {
-                crate::media::verify(p, pno, tag)?;
-            }
-            return Ok(p);
+            return of_kind(p, pno, tag);
         }
         crate::view::check_page_number(&self.sb, pno, tag)?;
         match self.clean.entry(pno) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let p = e.into_mut();
-                // Checked when first read; a different kind asked for is checked again.
-                if crate::media::le::u32_at(&p[..], crate::media::BODY + 4) != tag as u32 {
-                    crate::media::verify(p, pno, tag)?;
-                }
-                Ok(p)
-            }
+            // Checked when first read; a different kind asked for is checked again.
+            std::collections::hash_map::Entry::Occupied(e) => of_kind(e.into_mut(), pno, tag),
             // Through the source's own check: libFS's overlay vouches for the pages the
             // client changed itself and checksums only what it reads from the mapping.
             std::collections::hash_map::Entry::Vacant(e) => {

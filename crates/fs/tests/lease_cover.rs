@@ -3,18 +3,19 @@
 //! client that still thought itself covered would record a write that its own check,
 //! or the service, then refuses.
 
-use pmlab_fs::mkfs::RootOwner;
+mod support;
+
 use pmlab_fs::pxfs::{OpenFlags, Pxfs};
-use pmlab_fs::service;
+use pmlab_fs::service::Config;
+use support::users::Rig;
 
 #[test]
 fn a_write_after_its_lease_was_taken_back_asks_for_the_lease_again() {
-    let tmp = tempfile::tempdir().unwrap();
-    let vol = tmp.path().join("vol");
-    let sock = tmp.path().join("sock");
-    pmlab_fs::volume::create(&vol, &Default::default(), RootOwner::current_user(0o777)).unwrap();
-    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
-    let (a, b) = (Pxfs::mount(&sock).unwrap(), Pxfs::mount(&sock).unwrap());
+    let mut rig = Rig::new(0o777, Config::default());
+    let (a, b) = (
+        Pxfs::mount(&rig.sock).unwrap(),
+        Pxfs::mount(&rig.sock).unwrap(),
+    );
     a.mkdir("/d", 0o755).unwrap();
     let fa = a.create("/d/f", 0o644).unwrap();
     a.pwrite(fa, 0, b"a-00").unwrap();
@@ -53,5 +54,5 @@ fn a_write_after_its_lease_was_taken_back_asks_for_the_lease_again() {
     }
     a.close(fa).unwrap();
     drop((a, b));
-    svc.stop().unwrap();
+    rig.svc.take().unwrap().stop().unwrap();
 }

@@ -22,6 +22,12 @@ impl LeaseTable {
         self.held.get(key)
     }
 
+    /// Whether the lease on `key`, if any, is strong enough: exclusive, or any lease
+    /// when `exclusive` is not asked for.
+    pub fn covers(&self, key: u64, exclusive: bool) -> bool {
+        self.held.get(&key).is_some_and(|&(e, _)| e || !exclusive)
+    }
+
     /// Every lease held.
     pub fn iter(&self) -> impl Iterator<Item = (&u64, &(bool, u64))> {
         self.held.iter()

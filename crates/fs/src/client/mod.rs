@@ -211,7 +211,7 @@ impl Client {
         mut s: MutexGuard<'s, State>,
         keys: &[(u64, bool)],
     ) -> Result<MutexGuard<'s, State>> {
-        if keys.iter().all(|&(k, e)| s.covered(k, e)) {
+        if s.covers_all(keys) {
             return Ok(s);
         }
         drop(s);
@@ -222,7 +222,7 @@ impl Client {
         // Nearly always every lease is held already: the answer then costs the
         // coverage checks and nothing else (no copy of the keys, no lists).
         let mut s = self.state();
-        if keys.iter().all(|&(k, e)| s.covered(k, e)) {
+        if s.covers_all(keys) {
             return Ok(s);
         }
         drop(s);

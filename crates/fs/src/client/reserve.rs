@@ -27,7 +27,7 @@ pub(super) fn reserve_max(total: u64) -> u32 {
 /// `batch` now asked for: once a quarter of it is used, as KVFS asks for extents. The
 /// service answers this client's requests in order, after the batches it shipped
 /// before; asked for when an eighth was left, a refill of a small volume's batch of 32
-/// inodes came four creates ahead of need, and a KVFS put waited on average 4.5 us
+/// inodes came four creates ahead of need, and a KVFS put waited on average 4.5 µs
 /// of its 11 for the service to finish the batch in front.
 fn refill_due(left: u64, batch: u32) -> bool {
     left * 4 <= u64::from(batch) * 3
@@ -134,10 +134,10 @@ impl State {
     /// A free inode reserved to this client.
     ///
     /// The next batch is asked for once a quarter of the current one is used
-    /// ([`refill_due`]), and collected when the pool runs dry: a run of creates then seldom waits for the
-    /// service, which may be busy applying a batch this client shipped a moment ago
-    /// (its requests are served in order). A client that stops creating holds at most
-    /// one batch more than it used.
+    /// ([`refill_due`]), and collected when the pool runs dry: a run of creates then
+    /// seldom waits for the service, which may be busy applying a batch this client
+    /// shipped a moment ago (its requests are served in order). A client that stops
+    /// creating holds at most one batch more than it used.
     pub fn take_inode(&mut self) -> Result<u64> {
         if self.inodes.is_empty()
             && let Some(id) = self.inode_refill.take()

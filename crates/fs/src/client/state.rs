@@ -154,7 +154,7 @@ impl Authority for LocalAuth<'_> {
         self.cred
     }
     fn holds_lease(&self, ino: u64) -> bool {
-        self.leases.get(&ino).is_some_and(|h| h.0)
+        self.leases.covers(ino, true)
     }
     fn inode_reserved(&self, ino: u64) -> bool {
         self.inodes.contains(&ino)
@@ -275,6 +275,11 @@ impl State {
         hit
     }
 
+    /// Whether the client holds leases covering every `(key, exclusive)` of `keys`.
+    pub fn covers_all(&mut self, keys: &[(u64, bool)]) -> bool {
+        keys.iter().all(|&(k, e)| self.covered(k, e))
+    }
+
     /// Whether `key` was found covered since the client last lost a lease.
     fn known_covered(&mut self, key: u64, exclusive: bool) -> bool {
         let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
@@ -285,8 +290,7 @@ impl State {
     /// Whether the client holds a lease on one of `keys` strong enough.
     fn holds_one_of(&self, keys: &[u64], exclusive: bool) -> bool {
         let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
-        keys.iter()
-            .any(|k| l.get(k).is_some_and(|&(e, _)| e || !exclusive))
+        keys.iter().any(|&k| l.covers(k, exclusive))
     }
 
     /// The keys in front of `key`'s directory in its lease ancestry, and that
@@ -314,9 +318,9 @@ impl State {
         let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
         self.cache.covered_since(l.losses());
         let up = self.cache.ancestry(dir).unwrap_or_default();
-        let hit = up.iter().any(|&x| {
-            self.cache.is_covered(x, exclusive) || l.get(&x).is_some_and(|&(e, _)| e || !exclusive)
-        });
+        let hit = up
+            .iter()
+            .any(|&x| self.cache.is_covered(x, exclusive) || l.covers(x, exclusive));
         drop(l);
         if hit {
             self.cache.put_covered(dir, exclusive);
