@@ -15,8 +15,12 @@
 //! that are there before anything is allocated for them.
 
 mod io;
+pub mod ring;
 
-pub use io::{FrameReader, Outbox, recv_frame, recv_frame_spinning, send_frame};
+pub use io::{
+    FrameReader, Outbox, RingReader, drain_doorbells, recv_frame, recv_frame_spinning,
+    ring_doorbell, send_frame, send_frame_ring,
+};
 
 use thiserror::Error;
 

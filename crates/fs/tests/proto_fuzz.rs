@@ -1,7 +1,7 @@
 //! Property tests of every decoder that reads bytes another process wrote: the wire
 //! protocol's request and reply decoders (`proto::decode_request`, `decode_reply`), its
 //! two stream readers (`proto::recv_frame`, libFS's blocking one, and
-//! `proto::FrameReader`, the service's non-blocking one) and the journal behind a
+//! `proto::FrameReader`, the service's reader of a client's request ring) and the journal behind a
 //! shipped batch (`journal::decode_batch`, `decode_op`).
 //!
 //! Each decoder meets random bytes and mutated well-formed messages (bits flipped,
@@ -436,16 +436,17 @@ fn check_recv_frame(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-/// Feeds `bytes` to the service's non-blocking frame reader, in pieces.
+/// Feeds `bytes` to the service's frame reader through a client's request ring, in
+/// pieces.
 fn check_frame_reader(bytes: &[u8], split: usize) -> Result<(), String> {
-    let (mut tx, rx) = UnixStream::pair().unwrap();
-    rx.set_nonblocking(true).unwrap();
+    let (service, fd) = proto::ring::Rings::create().unwrap();
+    let client = proto::ring::Rings::open(&fd).unwrap();
     let mut reader = FrameReader::default();
     let cut = split.min(bytes.len());
     let mut total = 0;
     for part in [&bytes[..cut], &bytes[cut..]] {
-        tx.write_all(part).unwrap();
-        let (r, big) = watched(|| reader.read_from(&rx));
+        assert_eq!(client.write(part).unwrap(), part.len());
+        let (r, big) = watched(|| reader.read_ring(&service));
         if big > alloc_bound(bytes.len()) {
             return Err(format!(
                 "allocated {big} bytes for {} input bytes",
@@ -453,7 +454,7 @@ fn check_frame_reader(bytes: &[u8], split: usize) -> Result<(), String> {
             ));
         }
         match r {
-            Ok((frames, _)) => total += frames.iter().map(|f| f.len() + 4).sum::<usize>(),
+            Ok(frames) => total += frames.iter().map(|f| f.len() + 4).sum::<usize>(),
             Err(e) if e.to_string().contains("byte") => return Ok(()),
             Err(e) => return Err(format!("error without a place: {e}")),
         }

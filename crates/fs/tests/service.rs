@@ -360,6 +360,54 @@ fn a_client_that_stops_answering_loses_its_leases() {
     r.stop_and_check();
 }
 
+/// A request larger than the connection's ring goes through in parts, and a client
+/// that writes a ring index no ring can have is dropped, while the service goes on
+/// serving others.
+#[test]
+fn rings_carry_large_frames_and_forged_indices_drop_only_their_client() {
+    let r = rig(2000);
+    let mut s = Raw::connect(&r.sock);
+    let big = vec![0xa5u8; 3 * pmlab_fs::proto::ring::RING_BYTES + 123];
+    let Reply::Err(_, e) = s.call(Request::Ship, &big) else {
+        panic!("accepted a batch of garbage")
+    };
+    assert!(e.contains("malformed journal"), "{e}");
+    let Reply::Err(_, e) = s.call(Request::Ship, b"\x01") else {
+        panic!()
+    };
+    assert!(
+        e.contains("malformed journal"),
+        "the ring lost its place: {e}"
+    );
+    // A request head past what the ring holds; a reply tail past what the service
+    // wrote (found when it next writes a reply).
+    s.forge_control_word(0, u64::MAX / 2);
+    assert_dropped(&s.s);
+    let mut s = Raw::connect(&r.sock);
+    s.forge_control_word(192, 1 << 40);
+    s.send(Request::Ship, &[]);
+    assert_dropped(&s.s);
+    {
+        let fs = Pxfs::mount(&r.sock).unwrap();
+        fs.mkdir("/after", 0o755).unwrap();
+        fs.sync().unwrap();
+        assert_eq!(fs.readdir("/").unwrap(), vec!["after"]);
+    }
+    r.stop_and_check();
+}
+
+/// The service closes `s` within seconds (its doorbells read, the end of the stream).
+fn assert_dropped(s: &std::os::unix::net::UnixStream) {
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let mut rd = s;
+    assert!(
+        std::io::Read::read_to_end(&mut rd, &mut rest).is_ok(),
+        "the service kept a client whose ring indices make no sense"
+    );
+}
+
 /// What a crashed service leaves behind: a committed transaction not yet applied in
 /// place, and an unlinked file that was open. Starting the service repairs both.
 #[test]

@@ -21,9 +21,10 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use crate::error::{FsError, Result};
-use crate::proto::{self, ErrKind, Reply, Request};
+use crate::proto::ring::Rings;
+use crate::proto::{self, ErrKind, Reply, Request, RingReader};
 
-/// How long a thread waiting for a reply polls the socket before it sleeps. A ship
+/// How long a thread waiting for a reply polls the reply ring before it sleeps. A ship
 /// takes the service about 10 µs to validate and commit; sleeping for it costs a
 /// wake-up through the scheduler (and, on a virtual machine, the hypervisor) that is
 /// several times that. Longer waits (a lease another client must give back) sleep.
@@ -81,7 +82,13 @@ impl Recv {
 
 /// The request socket and what is in flight on it.
 pub(crate) struct Conn {
+    /// The socket: doorbells and descriptors, and the end of the connection.
     sock: UnixStream,
+    /// Requests and replies (see [`crate::proto::ring`]).
+    rings: Rings,
+    /// The reply ring's partial frame and early descriptors; only the thread that
+    /// reads (`Recv::reading`) takes it.
+    ring_in: Mutex<RingReader>,
     send_lock: Mutex<()>,
     recv: Mutex<Recv>,
     next_id: AtomicU64,
@@ -104,9 +111,11 @@ fn refusal(kind: ErrKind, msg: String) -> FsError {
 }
 
 impl Conn {
-    pub fn new(sock: UnixStream) -> Conn {
+    pub fn new(sock: UnixStream, rings: Rings) -> Conn {
         Conn {
             sock,
+            rings,
+            ring_in: Mutex::new(RingReader::default()),
             send_lock: Mutex::new(()),
             recv: Mutex::new(Recv::default()),
             next_id: AtomicU64::new(1),
@@ -129,7 +138,7 @@ impl Conn {
         }
         let frame = proto::encode_request(id, req, attach);
         let _g = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
-        proto::send_frame(&self.sock, &frame, &[]).inspect_err(|e| {
+        proto::send_frame_ring(&self.rings, &self.sock, &frame).inspect_err(|e| {
             let mut g = self.lock_recv();
             g.closed.get_or_insert(e.to_string());
             g.wake_all();
@@ -209,7 +218,11 @@ impl Conn {
     fn read_one<'a>(&'a self, mut g: MutexGuard<'a, Recv>) -> MutexGuard<'a, Recv> {
         g.reading = true;
         drop(g);
-        let frame = proto::recv_frame_spinning(&self.sock, REPLY_SPIN);
+        let frame = self
+            .ring_in
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .recv_frame(&self.rings, &self.sock, REPLY_SPIN);
         let mut g = self.lock_recv();
         g.reading = false;
         match frame {

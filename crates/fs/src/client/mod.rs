@@ -85,18 +85,19 @@ impl Client {
         let (_, welcome) =
             proto::decode_reply(&body).map_err(|e| FsError::Protocol(format!("welcome: {e}")))?;
         let mut fds = fds.into_iter();
-        let (Reply::Welcome { client, uid, gid }, Some(meta_fd), Some(rev_fd)) =
-            (welcome, fds.next(), fds.next())
+        let (Reply::Welcome { client, uid, gid }, Some(meta_fd), Some(rev_fd), Some(rings_fd)) =
+            (welcome, fds.next(), fds.next(), fds.next())
         else {
             return Err(FsError::Protocol(
-                "expected a welcome with the metadata and revocation descriptors".into(),
+                "expected a welcome with the metadata, revocation and ring descriptors".into(),
             ));
         };
+        let rings = crate::proto::ring::Rings::open(&rings_fd)?;
         let file = std::fs::File::from(meta_fd);
         let mut meta = ReadOnly(Map::of_file(&file, false)?);
         let sb = Superblock::read(&mut meta)?;
         let rev = UnixStream::from(rev_fd);
-        let conn = Arc::new(Conn::new(s));
+        let conn = Arc::new(Conn::new(s, rings));
         let state = Arc::new(Mutex::new(State {
             meta,
             sb,

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 
+use super::ring::Rings;
 use super::{LEN_BYTES, MAX_FRAME};
 use crate::error::{FsError, Result};
 
@@ -133,46 +134,12 @@ pub struct FrameReader {
 const READ_BUDGET: usize = 1 << 20;
 
 impl FrameReader {
-    /// Reads what the socket holds without blocking and returns the frame bodies now
-    /// complete, and whether the peer has closed its end. Descriptors a client sends
-    /// are closed unread (no request carries one). A frame whose length is out of range
-    /// is an error: the service drops the client.
-    pub fn read_from(&mut self, s: &UnixStream) -> Result<(Vec<Vec<u8>>, bool)> {
-        let mut closed = false;
-        let mut chunk = [0u8; 16384];
-        let mut read = 0;
-        while read < READ_BUDGET {
-            let mut cmsg = nix::cmsg_space!([RawFd; 4]);
-            let mut iov = [IoSliceMut::new(&mut chunk)];
-            let r = recvmsg::<()>(
-                s.as_raw_fd(),
-                &mut iov,
-                Some(&mut cmsg),
-                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC,
-            );
-            let n = match r {
-                Err(Errno::EAGAIN) => break,
-                Err(Errno::EINTR) => continue,
-                Err(Errno::ECONNRESET) => {
-                    closed = true;
-                    break;
-                }
-                Err(e) => return Err(FsError::io("recv", e.into())),
-                Ok(msg) => {
-                    // Dropped at once: a client has no business sending descriptors.
-                    let mut ignored = Vec::new();
-                    take_fds(&msg, &mut ignored)?;
-                    msg.bytes
-                }
-            };
-            if n == 0 {
-                closed = true;
-                break;
-            }
-            self.buf.extend_from_slice(&chunk[..n]);
-            read += n;
-        }
-        Ok((self.frames()?, closed))
+    /// Takes what the client's request ring holds (up to a budget) and returns the
+    /// frame bodies now complete. A frame whose length is out of range, or ring indices
+    /// that make no sense, are an error: the service drops the client.
+    pub fn read_ring(&mut self, rings: &Rings) -> Result<Vec<Vec<u8>>> {
+        rings.read_into(&mut self.buf, READ_BUDGET)?;
+        self.frames()
     }
 
     /// The complete frames in the buffer, which keeps the incomplete tail.
@@ -199,6 +166,191 @@ impl FrameReader {
     }
 }
 
+/// Reads the doorbells waiting on a socket (without blocking) and drops them, with any
+/// descriptors a client sent (it has no business sending any); true if the peer has
+/// closed its end.
+pub fn drain_doorbells(s: &UnixStream) -> Result<bool> {
+    let mut chunk = [0u8; 256];
+    loop {
+        let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+        let mut iov = [IoSliceMut::new(&mut chunk)];
+        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC;
+        match recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), flags) {
+            Err(Errno::EAGAIN) => return Ok(false),
+            Err(Errno::EINTR) => continue,
+            Err(Errno::ECONNRESET) => return Ok(true),
+            Err(e) => return Err(FsError::io("recv", e.into())),
+            Ok(msg) if msg.bytes == 0 => return Ok(true),
+            Ok(msg) => take_fds(&msg, &mut Vec::new())?,
+        }
+    }
+}
+
+/// Wakes a peer asleep on its socket: one byte, dropped by whoever reads it. Never
+/// blocks; a full socket already holds doorbells enough, and a broken one is noticed
+/// by whoever reads it.
+pub fn ring_doorbell(s: &UnixStream) {
+    let _ = sendmsg::<()>(
+        s.as_raw_fd(),
+        &[IoSlice::new(&[DOORBELL])],
+        &[],
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+        None,
+    );
+}
+
+/// libFS's end of the reply ring: the bytes of a frame not yet complete, and the
+/// descriptors read off the socket ahead of the frames that announce them.
+#[derive(Debug, Default)]
+pub struct RingReader {
+    buf: Vec<u8>,
+    fds: VecDeque<OwnedFd>,
+}
+
+/// Looks at the ring this many times between yields of the processor while spinning.
+const LOOKS_PER_YIELD: u32 = 256;
+
+impl RingReader {
+    /// Receives one reply frame from the rings (its body and the descriptors that came
+    /// with it), looking at the ring for up to `spin` before sleeping on the socket
+    /// until the service rings; `Ok(None)` once the service has closed the connection.
+    pub fn recv_frame(
+        &mut self,
+        rings: &Rings,
+        sock: &UnixStream,
+        spin: Duration,
+    ) -> Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+        let start = Instant::now();
+        let mut looks = 0u32;
+        loop {
+            if let Some(f) = self.take_frame(rings, sock)? {
+                return Ok(Some(f));
+            }
+            if start.elapsed() < spin {
+                looks = looks.wrapping_add(1);
+                if looks.is_multiple_of(LOOKS_PER_YIELD) {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            rings.set_asleep(true);
+            if rings.readable() {
+                rings.set_asleep(false);
+                continue;
+            }
+            let closed = self.read_socket(sock)?;
+            rings.set_asleep(false);
+            if closed {
+                return match self.take_frame(rings, sock)? {
+                    Some(f) => Ok(Some(f)),
+                    None if self.buf.is_empty() => Ok(None),
+                    None => Err(FsError::Protocol(
+                        "the service closed the connection inside a frame".into(),
+                    )),
+                };
+            }
+        }
+    }
+
+    /// The next complete frame in the ring, with its descriptors (read off the socket,
+    /// where the service sent them before the frame).
+    fn take_frame(
+        &mut self,
+        rings: &Rings,
+        sock: &UnixStream,
+    ) -> Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+        if rings.readable() {
+            rings.read_into(&mut self.buf, usize::MAX)?;
+        }
+        let head = 1 + LEN_BYTES;
+        if self.buf.len() < head {
+            return Ok(None);
+        }
+        let nfds = self.buf[0] as usize;
+        let n = u32::from_le_bytes(self.buf[1..head].try_into().expect("4")) as usize;
+        check_len(n)?;
+        if self.buf.len() < head + n {
+            return Ok(None);
+        }
+        let body = self.buf[head..head + n].to_vec();
+        self.buf.drain(..head + n);
+        while self.fds.len() < nfds {
+            if self.read_socket(sock)? {
+                return Err(FsError::Protocol(
+                    "the service closed the connection before a frame's descriptors".into(),
+                ));
+            }
+        }
+        Ok(Some((body, self.fds.drain(..nfds).collect())))
+    }
+
+    /// Reads the socket (blocking): doorbells, which are dropped, and descriptors,
+    /// which are kept for their frames. True at the end of the stream.
+    fn read_socket(&mut self, sock: &UnixStream) -> Result<bool> {
+        let mut chunk = [0u8; 64];
+        loop {
+            let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+            let mut iov = [IoSliceMut::new(&mut chunk)];
+            let msg = recvmsg::<()>(
+                sock.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_CMSG_CLOEXEC,
+            );
+            match msg {
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(FsError::io("recv", e.into())),
+                Ok(m) => {
+                    let mut got = Vec::new();
+                    take_fds(&m, &mut got)?;
+                    self.fds.extend(got);
+                    return Ok(m.bytes == 0);
+                }
+            }
+        }
+    }
+}
+
+/// Writes a whole frame into the request ring (blocking while the ring is full), and
+/// rings the service's doorbell if it sleeps. An error if the service closes the
+/// connection while the ring is full.
+pub fn send_frame_ring(rings: &Rings, sock: &UnixStream, frame: &[u8]) -> Result<()> {
+    let mut rest = frame;
+    loop {
+        let n = rings.write(rest)?;
+        rest = &rest[n..];
+        if n > 0 && rings.peer_asleep() {
+            ring_doorbell(sock);
+        }
+        if rest.is_empty() {
+            return Ok(());
+        }
+        // Full: the service drains it when it next looks. Wait a little, watching for
+        // the end of the connection (not for doorbells, which are the reader's).
+        let mut fds = [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(sock),
+            nix::poll::PollFlags::from_bits_retain(libc::POLLRDHUP),
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1u8)) {
+            Ok(0) | Err(Errno::EINTR) => {}
+            Ok(_) => {
+                return Err(FsError::Protocol(
+                    "the service closed the connection".into(),
+                ));
+            }
+            Err(e) => return Err(FsError::io("poll", e.into())),
+        }
+    }
+}
+
+/// The byte of a doorbell on the socket.
+const DOORBELL: u8 = 0;
+/// The byte that carries a reply's descriptors on the socket (its frame goes in the
+/// ring, announcing them).
+const CARRIER: u8 = 1;
+
 /// Frames waiting to go out on a non-blocking socket.
 #[derive(Debug, Default)]
 pub struct Outbox {
@@ -216,6 +368,53 @@ impl Outbox {
     /// Bytes queued and not yet sent.
     pub fn pending(&self) -> usize {
         self.bytes
+    }
+
+    /// Writes what the reply ring takes, each frame behind one byte that counts the
+    /// descriptors sent ahead of it on the socket `s`; true once everything is out.
+    /// Rings `s`'s doorbell if the client sleeps and something was written.
+    pub fn flush_ring(&mut self, rings: &Rings, s: &UnixStream) -> Result<bool> {
+        let mut wrote = false;
+        let done = loop {
+            let Some((frame, fds, sent)) = self.queue.front_mut() else {
+                break true;
+            };
+            if *sent == 0 {
+                let n = u8::try_from(fds.len()).map_err(|_| {
+                    FsError::Protocol(format!("{} descriptors for one frame", fds.len()))
+                })?;
+                // The count goes in only with its descriptors sent, and they go only
+                // when the count has room: it can then not fail after them.
+                if rings.room()? == 0 || (n > 0 && !send_carrier(s, fds)?) {
+                    break false;
+                }
+                fds.clear();
+                let one = rings.write(&[n])?;
+                debug_assert_eq!(one, 1, "the ring had room");
+                *sent = 1;
+                wrote = true;
+            }
+            let n = rings.write(&frame[*sent - 1..])?;
+            *sent += n;
+            self.bytes -= n;
+            wrote |= n > 0;
+            if *sent - 1 < frame.len() {
+                break false;
+            }
+            self.queue.pop_front();
+        };
+        if wrote && rings.peer_asleep() {
+            ring_doorbell(s);
+        }
+        Ok(done)
+    }
+
+    /// Whether the frame in front waits to send descriptors on the socket (then the
+    /// socket's room matters, not the ring's).
+    pub fn waits_on_socket(&self) -> bool {
+        self.queue
+            .front()
+            .is_some_and(|(_, fds, sent)| *sent == 0 && !fds.is_empty())
     }
 
     /// Sends what the socket takes without blocking; true once everything is out.
@@ -245,6 +444,22 @@ impl Outbox {
             }
         }
         Ok(true)
+    }
+}
+
+/// Sends `fds` on the socket behind one carrier byte; false if the socket is full.
+fn send_carrier(s: &UnixStream, fds: &[OwnedFd]) -> Result<bool> {
+    let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let cmsg = [ControlMessage::ScmRights(&raw)];
+    let iov = [IoSlice::new(&[CARRIER])];
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    loop {
+        match sendmsg::<()>(s.as_raw_fd(), &iov, &cmsg, flags, None) {
+            Err(Errno::EAGAIN) => return Ok(false),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(FsError::io("send", e.into())),
+            Ok(_) => return Ok(true),
+        }
     }
 }
 

@@ -3,13 +3,14 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::fs::File;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 
 use nix::poll::PollFlags;
 
 use super::State;
 use crate::pool::PagePool;
+use crate::proto::ring::Rings;
 use crate::proto::{self, FrameReader, Outbox, Reply};
 use crate::volume;
 
@@ -19,8 +20,11 @@ const MAX_UNREAD: usize = 8 << 20;
 
 /// One connected client.
 pub(super) struct Conn {
-    /// The request socket (non-blocking).
+    /// The request socket (non-blocking): doorbells, descriptors, the end of the
+    /// connection. Requests and replies travel in `rings`.
     pub stream: UnixStream,
+    /// The connection's request and reply rings (see [`crate::proto::ring`]).
+    pub rings: Rings,
     /// The service's end of the revocation socket (non-blocking).
     pub rev: UnixStream,
     pub reader: FrameReader,
@@ -75,10 +79,14 @@ impl State {
         let Ok(meta) = File::open(volume::meta_path(&self.dir)) else {
             return;
         };
+        let Ok((rings, rings_fd)) = Rings::create() else {
+            return;
+        };
         let id = self.next_client;
         self.next_client += 1;
-        let mut c = Conn {
+        let c = Conn {
             stream: s,
+            rings,
             rev,
             reader: FrameReader::default(),
             out: Outbox::default(),
@@ -90,30 +98,51 @@ impl State {
             opens: FxHashSet::default(),
             domains: FxHashSet::default(),
         };
-        let welcome = Reply::Welcome {
-            client: id,
-            uid: c.uid,
-            gid: c.gid,
-        };
-        c.send(0, &welcome, vec![meta.into(), rev_client.into()]);
+        // The welcome goes on the socket itself, with the descriptors the client needs
+        // before it can read anything else: the metadata, its revocation socket's end
+        // and the rings. A new socket's buffer takes it whole.
+        let welcome = proto::encode_reply(
+            0,
+            &Reply::Welcome {
+                client: id,
+                uid: c.uid,
+                gid: c.gid,
+            },
+        );
+        let fds = [
+            meta.as_raw_fd(),
+            rev_client.as_raw_fd(),
+            rings_fd.as_raw_fd(),
+        ];
+        if proto::send_frame(&c.stream, &welcome, &fds).is_err() {
+            return;
+        }
         self.clients.insert(id, c);
-        self.flush_client(id);
     }
 
     /// Reads and handles what client `id` sent; drops it if it hung up or broke the
-    /// protocol.
+    /// protocol. `flags` are what polling its socket reported (empty: not polled).
     pub(super) fn serve_client(&mut self, id: u64, flags: PollFlags) {
         if flags.contains(PollFlags::POLLOUT) {
             self.flush_client(id);
         }
-        if !flags.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
-            return;
-        }
         let Some(c) = self.clients.get_mut(&id) else {
             return;
         };
-        let (frames, closed) = match c.reader.read_from(&c.stream) {
-            Ok(x) => x,
+        let mut closed = false;
+        if flags.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+            match proto::drain_doorbells(&c.stream) {
+                Ok(x) => closed = x,
+                Err(e) => {
+                    eprintln!("pmlab fs: client {id} dropped: {e}");
+                    return self.drop_client(id);
+                }
+            }
+        }
+        // Requests a client wrote before hanging up are still served (their replies
+        // go nowhere), as they were when they came on the socket.
+        let frames = match c.reader.read_ring(&c.rings) {
+            Ok(f) => f,
             Err(e) => {
                 eprintln!("pmlab fs: client {id} dropped: {e}");
                 return self.drop_client(id);
@@ -142,7 +171,7 @@ impl State {
         let Some(c) = self.clients.get_mut(&id) else {
             return;
         };
-        let ok = c.out.flush(&c.stream).is_ok() && c.rev_out.flush(&c.rev).is_ok();
+        let ok = c.out.flush_ring(&c.rings, &c.stream).is_ok() && c.rev_out.flush(&c.rev).is_ok();
         let unread = c.out.pending() + c.rev_out.pending();
         if unread > MAX_UNREAD {
             eprintln!("pmlab fs: client {id} dropped: {unread} bytes of replies left unread");

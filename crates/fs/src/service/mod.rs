@@ -306,13 +306,18 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
     })
 }
 
-/// How long after a client's last request the service polls its sockets without
+/// How long after a client's last request the service polls for the next one without
 /// sleeping. A client that ships, say, an fsync every few tens of microseconds then
 /// finds the service awake: no wake-up through the scheduler (on a virtual machine,
 /// an inter-processor interrupt through the hypervisor, several times the ship's own
 /// handling). An idle service sleeps, so the cost is bounded by the clients' own
 /// activity; with more runnable threads than cores the scheduler preempts the spin.
 const REQUEST_SPIN: Duration = Duration::from_micros(100);
+
+/// While spinning, the sockets (new clients, doorbells, hang-ups, revocations to send)
+/// are polled once per this many looks at the rings: a look is a load per client, a
+/// poll a system call over every socket.
+const SOCKET_POLL_EVERY: u32 = 64;
 
 /// Which socket a poll entry watches.
 #[derive(Clone, Copy)]
@@ -336,24 +341,21 @@ fn main_loop(
     let mut last_request = last_tick;
     loop {
         let spin_until = last_request + REQUEST_SPIN;
-        let (watch, ready) = wait(&st, &listener, &wake, tick, spin_until)?;
-        for (w, flags) in watch.into_iter().zip(ready) {
-            if flags.is_empty() {
-                continue;
-            }
-            if let Watch::Requests(_) = w {
-                last_request = Instant::now();
-            }
+        for (w, flags) in wait(&st, &listener, &wake, tick, spin_until)? {
             match w {
                 Watch::Wake => {
                     let mut b = [0u8; 64];
                     let _ = (&wake).read(&mut b);
                 }
                 Watch::Listener => st.accept_all(&listener),
-                Watch::Requests(id) => st.serve_client(id, flags),
+                Watch::Requests(id) => {
+                    last_request = Instant::now();
+                    st.serve_client(id, flags);
+                }
                 Watch::Revocations(id) => st.flush_client(id),
             }
         }
+        st.flush_ring_backlogs();
         if stop.load(Ordering::SeqCst) {
             let ids: Vec<u64> = st.clients.keys().copied().collect();
             for id in ids {
@@ -369,25 +371,62 @@ fn main_loop(
     }
 }
 
-/// Polls the wake socket, the listener and every client's sockets (for writing only
-/// where replies wait to go out). Returns what was watched and what each reported.
+impl State {
+    /// Clients with requests in their rings, as poll entries with no socket event.
+    fn ring_requests(&self) -> Vec<(Watch, PollFlags)> {
+        self.clients
+            .iter()
+            .filter(|(_, c)| c.rings.readable())
+            .map(|(&id, _)| (Watch::Requests(id), PollFlags::empty()))
+            .collect()
+    }
+
+    /// Writes replies that waited for room in a reply ring the client has since read.
+    fn flush_ring_backlogs(&mut self) {
+        let ids: Vec<u64> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.out.pending() > 0 && !c.out.waits_on_socket())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.flush_client(id);
+        }
+    }
+
+    /// Tells every client whether the service is about to sleep (see
+    /// [`crate::proto::ring::Rings::set_asleep`]).
+    fn set_asleep(&self, asleep: bool) {
+        self.clients
+            .values()
+            .for_each(|c| c.rings.set_asleep(asleep));
+    }
+}
+
+/// Waits for something to do: requests in a client's ring, or an event on the wake
+/// socket, the listener or a client's sockets (for writing only where replies wait to
+/// go out on them). While a client was active lately it looks at the rings without
+/// sleeping, and polls the sockets now and then; then it sleeps up to a tick in `poll`,
+/// and a client that writes a request meanwhile rings the doorbell on its socket.
 fn wait(
     st: &State,
     listener: &UnixListener,
     wake: &UnixStream,
     tick: Duration,
     spin_until: Instant,
-) -> Result<(Vec<Watch>, Vec<PollFlags>)> {
+) -> Result<Vec<(Watch, PollFlags)>> {
     let mut watch = vec![Watch::Wake, Watch::Listener];
     let mut fds = vec![
         PollFd::new(wake.as_fd(), PollFlags::POLLIN),
         PollFd::new(listener.as_fd(), PollFlags::POLLIN),
     ];
+    let mut backlog = false;
     for (&id, c) in &st.clients {
         let mut ev = PollFlags::POLLIN;
-        if c.out.pending() > 0 {
+        if c.out.waits_on_socket() {
             ev |= PollFlags::POLLOUT;
         }
+        backlog |= c.out.pending() > 0;
         watch.push(Watch::Requests(id));
         fds.push(PollFd::new(c.stream.as_fd(), ev));
         if c.rev_out.pending() > 0 {
@@ -395,25 +434,63 @@ fn wait(
             fds.push(PollFd::new(c.rev.as_fd(), PollFlags::POLLOUT));
         }
     }
-    // Poll without sleeping while a client was active lately, then sleep up to a tick.
+    let mut looks = 0u32;
     loop {
-        let now = Instant::now();
-        let timeout = if now < spin_until {
+        let rings = st.ring_requests();
+        if !rings.is_empty() {
+            return Ok(rings);
+        }
+        looks = looks.wrapping_add(1);
+        let spinning = Instant::now() < spin_until;
+        if spinning && !looks.is_multiple_of(SOCKET_POLL_EVERY) {
+            std::hint::spin_loop();
+            continue;
+        }
+        let timeout = if spinning {
             PollTimeout::ZERO
         } else {
-            PollTimeout::from(u16::try_from(tick.as_millis()).unwrap_or(u16::MAX))
+            // A reply waiting for ring room is retried soon, not a tick later.
+            let sleep = if backlog {
+                Duration::from_millis(1)
+            } else {
+                tick
+            };
+            st.set_asleep(true);
+            let rings = st.ring_requests();
+            if !rings.is_empty() {
+                st.set_asleep(false);
+                return Ok(rings);
+            }
+            PollTimeout::from(u16::try_from(sleep.as_millis()).unwrap_or(u16::MAX))
         };
-        match poll(&mut fds, timeout) {
+        let r = poll(&mut fds, timeout);
+        if timeout != PollTimeout::ZERO {
+            st.set_asleep(false);
+        }
+        match r {
             Ok(0) if timeout == PollTimeout::ZERO => std::thread::yield_now(),
             Ok(_) | Err(nix::errno::Errno::EINTR) => break,
             Err(e) => return Err(FsError::io("poll", e.into())),
         }
     }
-    let ready = fds
-        .iter()
-        .map(|f| f.revents().unwrap_or(PollFlags::empty()))
+    let mut ready: Vec<(Watch, PollFlags)> = watch
+        .into_iter()
+        .zip(
+            fds.iter()
+                .map(|f| f.revents().unwrap_or(PollFlags::empty())),
+        )
+        .filter(|(_, f)| !f.is_empty())
         .collect();
-    Ok((watch, ready))
+    // A client whose socket said nothing may still have written into its ring.
+    for (w, f) in st.ring_requests() {
+        if !ready
+            .iter()
+            .any(|(r, _)| matches!((r, &w), (Watch::Requests(a), Watch::Requests(b)) if a == b))
+        {
+            ready.push((w, f));
+        }
+    }
+    Ok(ready)
 }
 
 /// Serves the volume at `dir` on `socket` until SIGINT or SIGTERM.
