@@ -171,12 +171,17 @@ impl State {
         let Some(c) = self.clients.get_mut(&id) else {
             return;
         };
-        let ok = c.out.flush_ring(&c.rings, &c.stream).is_ok() && c.rev_out.flush(&c.rev).is_ok();
+        let sent = c
+            .out
+            .flush_ring(&c.rings, &c.stream)
+            .and_then(|_| c.rev_out.flush(&c.rev));
         let unread = c.out.pending() + c.rev_out.pending();
-        if unread > MAX_UNREAD {
+        if let Err(e) = &sent {
+            eprintln!("pmlab fs: client {id} dropped: {e}");
+        } else if unread > MAX_UNREAD {
             eprintln!("pmlab fs: client {id} dropped: {unread} bytes of replies left unread");
         }
-        if !ok || unread > MAX_UNREAD {
+        if sent.is_err() || unread > MAX_UNREAD {
             self.drop_client(id);
         }
     }

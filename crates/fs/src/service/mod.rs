@@ -315,8 +315,9 @@ pub fn spawn(dir: &Path, socket: &Path, cfg: Config) -> Result<Handle> {
 const REQUEST_SPIN: Duration = Duration::from_micros(100);
 
 /// While spinning, the sockets (new clients, doorbells, hang-ups, revocations to send)
-/// are polled once per this many looks at the rings: a look is a load per client, a
-/// poll a system call over every socket.
+/// are polled once per this many looks at the rings: a look is a load per client and a
+/// yield of the processor (to the clients, when there are more runnable threads than
+/// processors), a poll a system call over every socket.
 const SOCKET_POLL_EVERY: u32 = 64;
 
 /// Which socket a poll entry watches.
@@ -443,7 +444,7 @@ fn wait(
         looks = looks.wrapping_add(1);
         let spinning = Instant::now() < spin_until;
         if spinning && !looks.is_multiple_of(SOCKET_POLL_EVERY) {
-            std::hint::spin_loop();
+            std::thread::yield_now();
             continue;
         }
         let timeout = if spinning {
