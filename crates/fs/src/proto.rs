@@ -1,12 +1,14 @@
-//! The wire protocol between libFS and the service over a Unix stream socket.
+//! The wire protocol between libFS and the service: frames in a connection's rings
+//! ([`ring`]), and on its Unix stream socket for the welcome and revocations.
 //!
 //! A frame is its length (u32, the bytes after it, at most [`MAX_FRAME`]), a message
 //! type (u8), the request number (u64; 0 for what the service sends unasked), the
 //! message's fields (little-endian, fixed widths; lists and strings carry their length
 //! first), then, for a batch or a data write, the attachment: the rest of the frame.
-//! Journals travel as the checksummed records of [`crate::journal`]. The service
-//! attaches descriptors (the metadata space, its end of the revocation socket, domain
-//! data spaces) with `SCM_RIGHTS` to the frame's first byte.
+//! Journals travel as the checksummed records of [`crate::journal`]. The service sends
+//! descriptors (the metadata space, its end of the revocation socket, the rings, domain
+//! data spaces) with `SCM_RIGHTS` on the socket: with the welcome's first byte, and for
+//! a reply in the ring ahead of it (see [`Outbox::flush_ring`]).
 //!
 //! A fixed binary layout instead of the JSON envelope it replaces: decoding a frame is
 //! a few bounds checks, with no allocation beyond what its lists hold, and every decoder
@@ -18,8 +20,8 @@ mod io;
 pub mod ring;
 
 pub use io::{
-    FrameReader, Outbox, RingReader, drain_doorbells, recv_frame, recv_frame_spinning,
-    ring_doorbell, send_frame, send_frame_ring,
+    FrameReader, Outbox, RingReader, drain_doorbells, recv_frame, ring_doorbell, send_frame,
+    send_frame_ring,
 };
 
 use thiserror::Error;

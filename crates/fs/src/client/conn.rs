@@ -1,12 +1,12 @@
 //! libFS's connection to the service.
 //!
-//! Requests go out under a lock; replies come back in the order the service handled
-//! the requests, and the thread that waits for one reads the socket itself: whoever
-//! waits while no one else is reading takes the socket, reads frames until its own
-//! reply comes, and leaves the others' replies for them. A single-threaded application
-//! therefore reads its reply straight off the socket, one hop each way with the
-//! service, and no reader thread or channel sits in between. Revocations come on a
-//! socket of their own (see [`super::revoke`]).
+//! Requests go out under a lock into the request ring; replies come back in the reply
+//! ring in the order the service handled the requests, and the thread that waits for
+//! one reads the ring itself: whoever waits while no one else is reading takes the
+//! ring, reads frames until its own reply comes, and leaves the others' replies for
+//! them. A single-threaded application therefore reads its reply straight off the
+//! ring, one hop each way with the service, and no reader thread or channel sits in
+//! between. Revocations come on a socket of their own (see [`super::revoke`]).
 //!
 //! A grant is recorded in the lease table by whichever thread reads it, the moment it
 //! is read, so that a revocation (which the service sends after the grant it revokes)
@@ -80,7 +80,7 @@ impl Recv {
     }
 }
 
-/// The request socket and what is in flight on it.
+/// The connection (rings and socket) and what is in flight on it.
 pub(crate) struct Conn {
     /// The socket: doorbells and descriptors, and the end of the connection.
     sock: UnixStream,

@@ -25,7 +25,7 @@ fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
     conn.contention.revoked(key);
     conn.revocations
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // The grant's reply may still be unread on the request socket (the service sends
+    // The grant's reply may still be unread in the reply ring (the service sends
     // it before the revocation); it is read first, so the lease table knows it.
     let held = conn.settle_grant(key, grant);
     // Like `Client::state`: a caller that panicked holding the state must not silence

@@ -1,7 +1,9 @@
-//! Moving frames over a Unix stream socket: blocking for libFS (which waits for its
-//! own replies), non-blocking for the service (one thread polls every client's socket,
-//! so a client that sends half a frame, or stops reading its replies, can stall no one
-//! but itself).
+//! Moving frames: through a connection's rings ([`super::ring`]) for requests and
+//! replies, with the socket beside them for doorbells, descriptors and the end of the
+//! connection; over the socket alone for the welcome and revocations. libFS blocks
+//! while it waits for its own replies; the service never does (one thread serves every
+//! client, so a client that sends half a frame, or stops reading its replies, can stall
+//! no one but itself).
 
 use std::collections::VecDeque;
 use std::io::{IoSlice, IoSliceMut, Read, Write};
@@ -58,39 +60,15 @@ fn take_fds(msg: &nix::sys::socket::RecvMsg<'_, '_, ()>, into: &mut Vec<OwnedFd>
 /// Receives one frame (blocking): its body and the descriptors that came with it;
 /// `Ok(None)` at a clean end of stream.
 pub fn recv_frame(s: &UnixStream) -> Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
-    recv_frame_spinning(s, Duration::ZERO)
-}
-
-/// [`recv_frame`], but for up to `spin` the socket is polled without sleeping before the thread blocks:
-/// a reply that comes within a service's handling time (microseconds) then costs no
-/// sleep and no wake-up, which on a virtual machine is an inter-processor interrupt
-/// through the hypervisor and several times the handling itself.
-pub fn recv_frame_spinning(
-    s: &UnixStream,
-    spin: Duration,
-) -> Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
     let mut len = [0u8; LEN_BYTES];
     let mut got = 0;
     let mut fds = Vec::new();
-    let start = Instant::now();
     while got < LEN_BYTES {
         let mut cmsg = nix::cmsg_space!([RawFd; 4]);
         let mut iov = [IoSliceMut::new(&mut len[got..])];
-        let spinning = got == 0 && !spin.is_zero() && start.elapsed() < spin;
-        let flags = if spinning {
-            MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT
-        } else {
-            MsgFlags::MSG_CMSG_CLOEXEC
-        };
-        let msg = recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), flags);
-        let msg = match msg {
+        let flags = MsgFlags::MSG_CMSG_CLOEXEC;
+        let msg = match recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), flags) {
             Err(Errno::EINTR) => continue,
-            Err(Errno::EAGAIN) if spinning => {
-                // Yield rather than spin in place: with more runnable threads than
-                // cores, the thread we wait for may need this one's core.
-                std::thread::yield_now();
-                continue;
-            }
             m => m.map_err(|e| FsError::io("recv", e.into()))?,
         };
         take_fds(&msg, &mut fds)?;
@@ -166,22 +144,40 @@ impl FrameReader {
     }
 }
 
+/// One `recvmsg` on a socket that carries doorbells and descriptors, not frames: the
+/// bytes read (0 at the end of the stream, which a reset also is), the descriptors
+/// added to `fds`; `None` if `dontwait` and nothing was there.
+fn recv_socket(s: &UnixStream, dontwait: bool, fds: &mut Vec<OwnedFd>) -> Result<Option<usize>> {
+    let mut chunk = [0u8; 256];
+    let mut flags = MsgFlags::MSG_CMSG_CLOEXEC;
+    if dontwait {
+        flags |= MsgFlags::MSG_DONTWAIT;
+    }
+    loop {
+        let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+        let mut iov = [IoSliceMut::new(&mut chunk)];
+        match recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), flags) {
+            Err(Errno::EAGAIN) if dontwait => return Ok(None),
+            Err(Errno::EINTR) => continue,
+            Err(Errno::ECONNRESET) => return Ok(Some(0)),
+            Err(e) => return Err(FsError::io("recv", e.into())),
+            Ok(msg) => {
+                take_fds(&msg, fds)?;
+                return Ok(Some(msg.bytes));
+            }
+        }
+    }
+}
+
 /// Reads the doorbells waiting on a socket (without blocking) and drops them, with any
 /// descriptors a client sent (it has no business sending any); true if the peer has
 /// closed its end.
 pub fn drain_doorbells(s: &UnixStream) -> Result<bool> {
-    let mut chunk = [0u8; 256];
     loop {
-        let mut cmsg = nix::cmsg_space!([RawFd; 4]);
-        let mut iov = [IoSliceMut::new(&mut chunk)];
-        let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC;
-        match recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), flags) {
-            Err(Errno::EAGAIN) => return Ok(false),
-            Err(Errno::EINTR) => continue,
-            Err(Errno::ECONNRESET) => return Ok(true),
-            Err(e) => return Err(FsError::io("recv", e.into())),
-            Ok(msg) if msg.bytes == 0 => return Ok(true),
-            Ok(msg) => take_fds(&msg, &mut Vec::new())?,
+        match recv_socket(s, true, &mut Vec::new())? {
+            None => return Ok(false),
+            Some(0) => return Ok(true),
+            Some(_) => {}
         }
     }
 }
@@ -284,27 +280,10 @@ impl RingReader {
     /// Reads the socket (blocking): doorbells, which are dropped, and descriptors,
     /// which are kept for their frames. True at the end of the stream.
     fn read_socket(&mut self, sock: &UnixStream) -> Result<bool> {
-        let mut chunk = [0u8; 64];
-        loop {
-            let mut cmsg = nix::cmsg_space!([RawFd; 4]);
-            let mut iov = [IoSliceMut::new(&mut chunk)];
-            let msg = recvmsg::<()>(
-                sock.as_raw_fd(),
-                &mut iov,
-                Some(&mut cmsg),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            );
-            match msg {
-                Err(Errno::EINTR) => continue,
-                Err(e) => return Err(FsError::io("recv", e.into())),
-                Ok(m) => {
-                    let mut got = Vec::new();
-                    take_fds(&m, &mut got)?;
-                    self.fds.extend(got);
-                    return Ok(m.bytes == 0);
-                }
-            }
-        }
+        let mut got = Vec::new();
+        let n = recv_socket(sock, false, &mut got)?;
+        self.fds.extend(got);
+        Ok(n == Some(0))
     }
 }
 
@@ -467,11 +446,10 @@ mod tests {
         encode_reply(id, &Reply::Ok)
     }
 
-    /// A reply that comes while the reader polls, one that comes after it gave up
-    /// polling and slept, and the end of the stream: each is read as the blocking
-    /// reader reads it.
+    /// A frame already there, one that comes while the reader sleeps, and the end of
+    /// the stream: each is read as it should be.
     #[test]
-    fn a_spinning_reader_gets_early_and_late_frames_and_the_end() {
+    fn a_blocking_reader_gets_early_and_late_frames_and_the_end() {
         let (a, b) = UnixStream::pair().unwrap();
         let writer = std::thread::spawn(move || {
             send_frame(&a, &frame(1), &[]).unwrap();
@@ -479,13 +457,12 @@ mod tests {
             send_frame(&a, &frame(2), &[]).unwrap();
             std::thread::sleep(Duration::from_millis(20));
         });
-        let spin = Duration::from_micros(200);
         for want in [1, 2] {
-            let (body, fds) = recv_frame_spinning(&b, spin).unwrap().expect("a frame");
+            let (body, fds) = recv_frame(&b).unwrap().expect("a frame");
             assert!(fds.is_empty());
             assert_eq!(decode_reply(&body).unwrap().0, want);
         }
         writer.join().unwrap();
-        assert!(recv_frame_spinning(&b, spin).unwrap().is_none());
+        assert!(recv_frame(&b).unwrap().is_none());
     }
 }

@@ -49,7 +49,7 @@ impl Conn {
         self.pages.values().map(|p| p.len()).sum()
     }
 
-    /// Queues a reply (with descriptors) on the request socket.
+    /// Queues a reply (with descriptors) for the reply ring.
     pub fn send(&mut self, id: u64, r: &Reply, fds: Vec<OwnedFd>) {
         self.out.push(proto::encode_reply(id, r), fds);
     }

@@ -1,12 +1,12 @@
 //! The trusted file-system service (TFS).
 //!
-//! One thread owns all state and polls every client's socket itself: a request goes
-//! from the client's socket straight to the handler and its reply straight back, with
-//! no reader thread or channel in between (an fsync is one hop each way). Reads and
-//! writes never block: a client that sends half a frame or stops reading its replies
-//! stalls only itself, and one whose replies pile up past a bound is dropped.
+//! One thread owns all state and polls every client's request ring itself: a request
+//! goes from the client's ring straight to the handler and its reply straight back,
+//! with no reader thread or channel in between (an fsync is one hop each way). Reads
+//! and writes never block: a client that sends half a frame or stops reading its
+//! replies stalls only itself, and one whose replies pile up past a bound is dropped.
 //! Revocations travel on a socket of their own, handed to the client with its welcome,
-//! so that a client's caller reads only replies on the request socket.
+//! so that a client's caller reads only replies in its reply ring.
 //!
 //! Clients are identified by their kernel credentials (SO_PEERCRED), never by anything
 //! they say about themselves. The service must run under a uid of its own, the only
