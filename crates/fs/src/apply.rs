@@ -147,6 +147,10 @@ pub struct Outcome {
     /// they were, and the service may place a later batch's pages there: a client
     /// that caches pages by number drops these (see `crate::cache`).
     pub freed_meta_pages: Vec<u64>,
+    /// Objects found covered by the client's leases, unless an operation of the batch
+    /// took a name away or moved one (which can change an ancestry): the ones it was
+    /// handed too ([`apply_batch_over`]).
+    pub covered: FxHashSet<u64>,
 }
 
 type OpResult = std::result::Result<(), String>;
@@ -173,16 +177,20 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
         auth: &'a dyn Authority,
         cursor: u64,
     ) -> Self {
-        Self::over(Txn::with_meta_cursor(mem, sb, cursor), auth)
+        Self::over(
+            Txn::with_meta_cursor(mem, sb, cursor),
+            auth,
+            FxHashSet::default(),
+        )
     }
 
-    fn over(txn: Txn<'m, R>, auth: &'a dyn Authority) -> Self {
+    fn over(txn: Txn<'m, R>, auth: &'a dyn Authority, covered: FxHashSet<u64>) -> Self {
         Applier {
             txn,
             auth,
             out: Outcome::default(),
             now: auth.now(),
-            covered: FxHashSet::default(),
+            covered,
         }
     }
 
@@ -734,6 +742,7 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
             });
         }
         let mut out = self.out;
+        out.covered = self.covered;
         out.meta_cursor = self.txn.meta_cursor();
         out.freed_meta_pages = self.txn.freed_meta_pages().to_vec();
         out.changed = self.txn.changed_page_numbers();
@@ -776,15 +785,21 @@ pub fn apply_batch_from<R: MediaRead + ?Sized>(
 /// `changes` are `own` with the batch's changes made in place, unsealed, and its
 /// `clean` the unchanged pages read (see [`Txn::over_own_pages`]); a rejection
 /// consumes `own`, changed half-way.
+///
+/// `covered` holds objects an earlier check found covered by the client's leases,
+/// trusted as if this batch had found them (libFS carries them from one local check
+/// to the next while it has lost no lease and no operation took a name away or moved
+/// one: an append then walks its file's ancestry once, not once per write); they come
+/// back in the outcome's `covered` with this batch's finds added.
 pub fn apply_batch_over<R: MediaRead + ?Sized>(
     mem: &mut R,
     sb: Superblock,
     auth: &dyn Authority,
     ops: &[Op],
-    (cursor, own, clean): (u64, Changes, Clean),
+    (cursor, own, clean, covered): (u64, Changes, Clean, FxHashSet<u64>),
 ) -> std::result::Result<Outcome, Rejection> {
     let txn = Txn::over_own_pages(mem, sb, cursor, own, clean);
-    apply_all(Applier::over(txn, auth), ops)
+    apply_all(Applier::over(txn, auth, covered), ops)
 }
 
 fn apply_all<R: MediaRead + ?Sized>(

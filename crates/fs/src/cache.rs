@@ -46,6 +46,20 @@ struct PageGroup {
     leaves: FxHashMap<u64, FxHashMap<u64, u64>>,
 }
 
+impl PageGroup {
+    /// Forgets every inode and page map of the group, keeping the tables' memory: an
+    /// append changes its file's inode-table page, and the next append fills the
+    /// same tables again (freeing and allocating them was three allocations a write).
+    /// The entries of files whose maps are emptied stay, one per inode of the page at
+    /// most, until the whole cache is cleared.
+    fn forget_all(&mut self) {
+        self.inodes.clear();
+        for map in self.leaves.values_mut() {
+            map.clear();
+        }
+    }
+}
+
 /// The group (inode-table page, counted from the table's first) of inode `ino`.
 fn group_of(ino: u64) -> u64 {
     ino / INODES_PER_PAGE
@@ -158,8 +172,10 @@ impl MetaCache {
     pub fn forget_pages(&mut self, sb: &Superblock, pages: impl Iterator<Item = u64>) {
         for p in pages {
             self.radix_pages.remove(&p);
-            if (sb.itable_first..sb.pool_first).contains(&p) {
-                self.groups.remove(&(p - sb.itable_first));
+            if (sb.itable_first..sb.pool_first).contains(&p)
+                && let Some(g) = self.groups.get_mut(&(p - sb.itable_first))
+            {
+                g.forget_all();
             }
         }
     }
@@ -187,6 +203,11 @@ pub struct CachedRadix<'a, S: PageSource + ?Sized> {
     pub inner: &'a mut S,
     /// The cache filled on the way.
     pub cache: &'a mut MetaCache,
+    /// The client's own changed pages, which `inner` lays over the media: they are in
+    /// memory already, and a cached clone would share an image with the overlay, so
+    /// that the next recorded change of it (the next append's, to the same index
+    /// page) would copy all 4 KiB of it first.
+    pub own: &'a crate::txn::Changes,
 }
 
 impl<S: PageSource + ?Sized> PageSource for CachedRadix<'_, S> {
@@ -200,7 +221,7 @@ impl<S: PageSource + ?Sized> PageSource for CachedRadix<'_, S> {
             return Ok(p.clone());
         }
         let p = self.inner.page(pno, tag)?;
-        if tag == Tag::Radix {
+        if tag == Tag::Radix && !self.own.contains_key(&pno) {
             self.cache.radix_pages.insert(pno, p.clone());
         }
         Ok(p)

@@ -132,7 +132,11 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 
 /// Encodes one record.
 pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
-    let mut p = Vec::with_capacity(64);
+    // The payload goes straight after a header filled in once its length and checksum
+    // are known: no buffer of its own per record.
+    let head = out.len();
+    out.extend_from_slice(&[0u8; 9]);
+    let p = &mut *out;
     let ty: u8 = match op {
         Op::Create {
             parent,
@@ -147,7 +151,7 @@ pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
             p.push(*kind as u8);
             p.extend_from_slice(&mode.to_le_bytes());
             p.extend_from_slice(&domain.to_le_bytes());
-            put_str(&mut p, name);
+            put_str(p, name);
             1
         }
         // Link, unlink and rmdir name the same fields; only the type code differs.
@@ -156,7 +160,7 @@ pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
         | Op::Rmdir { parent, name, ino } => {
             p.extend_from_slice(&parent.to_le_bytes());
             p.extend_from_slice(&ino.to_le_bytes());
-            put_str(&mut p, name);
+            put_str(p, name);
             match op {
                 Op::Link { .. } => 2,
                 Op::Unlink { .. } => 3,
@@ -175,8 +179,8 @@ pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
             p.extend_from_slice(&to_parent.to_le_bytes());
             p.extend_from_slice(&ino.to_le_bytes());
             p.extend_from_slice(&replace.to_le_bytes());
-            put_str(&mut p, from_name);
-            put_str(&mut p, to_name);
+            put_str(p, from_name);
+            put_str(p, to_name);
             5
         }
         Op::SetSize { ino, size } => {
@@ -196,13 +200,12 @@ pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
             7
         }
     };
-    let mut h = crc32fast::Hasher::new();
-    h.update(&[ty]);
-    h.update(&p);
-    out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-    out.extend_from_slice(&h.finalize().to_le_bytes());
-    out.push(ty);
-    out.extend_from_slice(&p);
+    let payload = head + 9;
+    out[head + 8] = ty;
+    let len = (out.len() - payload) as u32;
+    let crc = crc32fast::hash(&out[head + 8..]);
+    out[head..head + 4].copy_from_slice(&len.to_le_bytes());
+    out[head + 4..head + 8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Encodes a batch.

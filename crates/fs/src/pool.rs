@@ -23,42 +23,62 @@ impl PagePool {
     /// Adds the pages granted by a reservation (in the order the service lists them;
     /// runs of consecutive pages are added in one step and merge with their neighbours).
     pub fn extend(&mut self, pages: impl IntoIterator<Item = u64>) {
-        for (start, end) in runs_of(pages) {
-            debug_assert!(
-                self.overlapping(start, end).is_empty(),
-                "page reserved twice"
-            );
-            self.insert_run(start, end);
-            self.len += end - start;
+        for_each_run(pages, |start, end| self.add_range(start, end));
+    }
+
+    /// Adds pages `start..end`, none of them in the pool yet.
+    pub fn add_range(&mut self, start: u64, end: u64) {
+        if start >= end {
+            return;
         }
+        debug_assert!(
+            self.overlapping(start, end).is_empty(),
+            "page reserved twice"
+        );
+        self.insert_run(start, end);
+        self.len += end - start;
     }
 
     /// Removes pages used by a batch (those not in the pool are ignored).
     pub fn remove(&mut self, pages: impl IntoIterator<Item = u64>) {
-        for (start, end) in runs_of(pages) {
-            self.take_range(start, end);
-        }
+        for_each_run(pages, |start, end| self.cut(start, end, |_, _| {}));
+    }
+
+    /// Removes the pool's pages among `start..end` (those not in it are ignored).
+    pub fn remove_range(&mut self, start: u64, end: u64) {
+        self.cut(start, end, |_, _| {});
     }
 
     /// Takes the pool's pages among `start..end` out: their runs, lowest first.
     pub fn take_range(&mut self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut held = Vec::new();
+        self.cut(start, end, |a, b| held.push((a, b)));
+        held
+    }
+
+    /// Moves the pool's pages among `start..end` to `to`.
+    pub fn move_range(&mut self, start: u64, end: u64, to: &mut PagePool) {
+        self.cut(start, end, |a, b| to.add_range(a, b));
+    }
+
+    /// Takes the pool's pages among `start..end` out, handing each run taken to
+    /// `held`, lowest first. Allocates nothing: every recorded write takes its pages
+    /// out of two pools, and a vector per step was a tenth of an append's allocations.
+    fn cut(&mut self, start: u64, end: u64, mut held: impl FnMut(u64, u64)) {
         let span = self.overlapping(start, end);
         if span.is_empty() {
-            return Vec::new();
+            return;
         }
-        let held: Vec<(u64, u64)> = self.runs[span.clone()]
-            .iter()
-            .map(|&(a, b)| (a.max(start), b.min(end)))
-            .collect();
+        for &(a, b) in &self.runs[span.clone()] {
+            let (a, b) = (a.max(start), b.min(end));
+            self.len -= b - a;
+            held(a, b);
+        }
         // What is left of the first and last runs outside `start..end`.
         let (first, last) = (self.runs[span.start], self.runs[span.end - 1]);
-        let keep: Vec<(u64, u64)> = [(first.0, start), (end, last.1)]
-            .into_iter()
-            .filter(|&(a, b)| a < b)
-            .collect();
-        self.runs.splice(span, keep);
-        self.len -= held.iter().map(|(a, b)| b - a).sum::<u64>();
-        held
+        let keep = [(first.0, start), (end, last.1)];
+        self.runs
+            .splice(span, keep.into_iter().filter(|&(a, b)| a < b));
     }
 
     /// Whether page `p` is in the pool.
@@ -95,7 +115,7 @@ impl PagePool {
     pub fn take_run(&mut self, max: u64) -> Option<(u64, u64)> {
         let (start, end) = *self.runs.first()?;
         let n = (end - start).min(max.max(1));
-        self.take_range(start, start + n);
+        self.remove_range(start, start + n);
         Some((start, n))
     }
 
@@ -137,16 +157,22 @@ impl PagePool {
     }
 }
 
-/// Ascending page numbers as runs `(start, end)` of consecutive pages.
-fn runs_of(pages: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
+/// Hands ascending page numbers to `run` as runs `(start, end)` of consecutive pages.
+fn for_each_run(pages: impl IntoIterator<Item = u64>, mut run: impl FnMut(u64, u64)) {
+    let mut cur: Option<(u64, u64)> = None;
     for p in pages {
-        match out.last_mut() {
-            Some((_, end)) if *end == p => *end += 1,
-            _ => out.push((p, p + 1)),
-        }
+        cur = match cur {
+            Some((start, end)) if end == p => Some((start, end + 1)),
+            Some((start, end)) => {
+                run(start, end);
+                Some((p, p + 1))
+            }
+            None => Some((p, p + 1)),
+        };
     }
-    out
+    if let Some((start, end)) = cur {
+        run(start, end);
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +188,8 @@ mod tests {
         Remove(Vec<u64>),
         TakeRange(u64, u64),
         TakeRun(u64),
+        /// Moves pages to a second pool and back again, by `move_range`.
+        MoveAndBack(u64, u64),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -174,6 +202,7 @@ mod tests {
             }),
             (0u64..220, 0u64..40).prop_map(|(a, n)| Step::TakeRange(a, a + n)),
             (0u64..10).prop_map(Step::TakeRun),
+            (0u64..220, 0u64..40).prop_map(|(a, n)| Step::MoveAndBack(a, a + n)),
         ]
     }
 
@@ -210,6 +239,17 @@ mod tests {
                         });
                         if let Some((f, n)) = want { for p in f..f + n { set.remove(&p); } }
                         prop_assert_eq!(got, want);
+                    }
+                    Step::MoveAndBack(a, b) => {
+                        let mut other = PagePool::default();
+                        pool.move_range(a, b, &mut other);
+                        let moved: Vec<u64> = other.runs().flat_map(|(x, y)| x..y).collect();
+                        let want: Vec<u64> = set.range(a..b.max(a)).copied().collect();
+                        prop_assert_eq!(&moved, &want);
+                        prop_assert_eq!(other.len(), want.len() as u64);
+                        prop_assert_eq!(pool.len() + other.len(), set.len() as u64);
+                        other.move_range(0, u64::MAX, &mut pool);
+                        prop_assert!(other.is_empty());
                     }
                 }
                 prop_assert_eq!(pool.len(), set.len() as u64);

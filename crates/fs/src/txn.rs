@@ -100,7 +100,9 @@ impl<'a, R: MediaRead + ?Sized> Txn<'a, R> {
             mem,
             sb,
             dirty: own,
-            changed: FxHashSet::default(),
+            // Room for what one recorded operation changes (an inode page, a bitmap
+            // page, an index or directory page or two) in one allocation, not three.
+            changed: FxHashSet::with_capacity_and_hasher(16, Default::default()),
             clean,
             alloc_hint: cursor,
             freed_meta: Vec::new(),

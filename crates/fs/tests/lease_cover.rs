@@ -56,3 +56,54 @@ fn a_write_after_its_lease_was_taken_back_asks_for_the_lease_again() {
     drop((a, b));
     rig.svc.take().unwrap().stop().unwrap();
 }
+
+/// libFS's local check carries the objects it found covered from one recorded step to
+/// the next, so that an append walks its file's ancestry once. A lease taken back must
+/// end that too: a step recorded without the lease (here straight through the state,
+/// past the lease requests every operation makes first) must be refused by the local
+/// check, not left for the service to refuse after the application was told it
+/// succeeded.
+#[test]
+fn the_local_check_forgets_what_it_found_covered_when_a_lease_is_taken_back() {
+    use pmlab_fs::journal::Op;
+    let mut rig = Rig::new(0o777, Config::default());
+    let (a, b) = (
+        Pxfs::mount(&rig.sock).unwrap(),
+        Pxfs::mount(&rig.sock).unwrap(),
+    );
+    a.mkdir("/d", 0o755).unwrap();
+    let fa = a.create("/d/f", 0o644).unwrap();
+    // Two appends: the second's check finds the file among the carried cover.
+    a.pwrite(fa, 0, b"a-00").unwrap();
+    a.pwrite(fa, 4, b"a-01").unwrap();
+    a.fsync(fa).unwrap();
+    let ino = a.client().resolve("/d/f").unwrap();
+    // An append recorded in the same overlay, as a step of its own: the carried cover
+    // is what the local check holds now.
+    a.pwrite(fa, 8, b"a-02").unwrap();
+    let rw = OpenFlags {
+        write: true,
+        ..Default::default()
+    };
+    let fb = b.open("/d/f", rw).unwrap();
+    b.pwrite(fb, 0, b"b-xx").unwrap();
+    b.fsync(fb).unwrap();
+    assert!(
+        a.client().leases().is_empty(),
+        "B's write left A holding {:?}",
+        a.client().leases()
+    );
+    let r = a
+        .client()
+        .state()
+        .record_all(vec![Op::SetSize { ino, size: 64 }]);
+    let e = r.expect_err("A's check accepted a step with no lease covering the file");
+    assert!(
+        e.to_string().contains("lease"),
+        "refused for another reason: {e}"
+    );
+    b.close(fb).unwrap();
+    a.close(fa).unwrap();
+    drop((a, b));
+    rig.svc.take().unwrap().stop().unwrap();
+}

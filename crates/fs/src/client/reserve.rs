@@ -236,14 +236,10 @@ impl State {
     /// Recording them uses them; [`State::unclaim_pages`] puts back what was not.
     pub fn claim_pages(&mut self, d: u16, runs: &[(u64, u64)]) {
         let pool = self.pages.entry(d).or_default();
-        let taken: Vec<(u64, u64)> = runs
-            .iter()
-            .flat_map(|&(first, n)| pool.take_range(first, first + n))
-            .collect();
-        self.claimed
-            .entry(d)
-            .or_default()
-            .extend(taken.into_iter().flat_map(|(a, b)| a..b));
+        let claimed = self.claimed.entry(d).or_default();
+        for &(first, n) in runs {
+            pool.move_range(first, first + n, claimed);
+        }
     }
 
     /// Puts the pages of `runs` that are still claimed (no recorded operation used
@@ -252,14 +248,10 @@ impl State {
         let Some(claimed) = self.claimed.get_mut(&d) else {
             return;
         };
-        let back: Vec<(u64, u64)> = runs
-            .iter()
-            .flat_map(|&(first, n)| claimed.take_range(first, first + n))
-            .collect();
-        self.pages
-            .entry(d)
-            .or_default()
-            .extend(back.into_iter().flat_map(|(a, b)| a..b));
+        let pool = self.pages.entry(d).or_default();
+        for &(first, n) in runs {
+            claimed.move_range(first, first + n, pool);
+        }
     }
 
     /// Data pages claimed by writes in flight (see [`State::claim_pages`]).

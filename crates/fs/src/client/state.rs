@@ -88,6 +88,11 @@ pub struct State {
     /// ([`State::with_view`]) use only those of objects under leases (see
     /// [`Overlay::with_clean`]).
     pub(super) clean: Clean,
+    /// Objects the local checks found covered by this client's leases, while the lease
+    /// table's loss count stood at `checked_cover_at` (see [`apply_batch_over`]);
+    /// forgotten with the overlay and with cached metadata.
+    pub(super) checked_cover: FxHashSet<u64>,
+    pub(super) checked_cover_at: u64,
     /// Pages the journal not yet shipped changes (what one service transaction holds).
     pub(super) batch_pages: FxHashSet<u64>,
     /// Requests (ships, registrations, releases) whose replies were not waited for yet,
@@ -229,6 +234,7 @@ impl State {
         self.cache.clear();
         self.names.clear();
         self.clean.clear();
+        self.checked_cover.clear();
     }
 
     /// Looks `name` up in directory `dino` (through the name cache).
@@ -358,6 +364,11 @@ impl State {
         let sb = self.sb;
         let own = std::mem::take(&mut self.overlay);
         let clean = std::mem::take(&mut self.clean);
+        if self.checked_cover_at != leases.losses() {
+            self.checked_cover.clear();
+            self.checked_cover_at = leases.losses();
+        }
+        let cover = std::mem::take(&mut self.checked_cover);
         let checked = {
             let auth = LocalAuth {
                 cred: (self.uid, self.gid),
@@ -370,7 +381,8 @@ impl State {
             };
             let none = Changes::default();
             let mut o = Overlay::for_txn(&mut self.meta, &none);
-            apply_batch_over(&mut o, sb, &auth, &ops, (self.meta_cursor, own, clean))
+            let carried = (self.meta_cursor, own, clean, cover);
+            apply_batch_over(&mut o, sb, &auth, &ops, carried)
         };
         drop(leases);
         let out = match checked {
@@ -392,6 +404,7 @@ impl State {
         self.batch_pages.extend(out.changed.iter().copied());
         self.overlay = out.changes;
         self.clean = out.clean;
+        self.checked_cover = out.covered;
         if self.clean.len() > OVERLAY_MAX_PAGES {
             self.clean.clear();
         }
@@ -401,7 +414,7 @@ impl State {
         for &(d, first, count) in &out.used_pages {
             for pool in [&mut self.pages, &mut self.claimed] {
                 if let Some(v) = pool.get_mut(&d) {
-                    v.remove(first..first + count);
+                    v.remove_range(first, first + count);
                 }
             }
         }
@@ -525,6 +538,7 @@ impl State {
     /// refused none): the mapping now shows what the service made of them.
     pub(super) fn drop_overlay(&mut self, ok: bool) {
         self.overlay_gen += 1;
+        self.checked_cover.clear();
         let written = self.written.replace(FxHashMap::default());
         match written {
             Some(w) if ok => self.keep_what_the_service_wrote(&w),
@@ -663,18 +677,16 @@ impl State {
                 if let Some(p) = self.cache.leaf(ino, index) {
                     return Ok(p);
                 }
-                let mut cache = std::mem::take(&mut self.cache);
-                let r = self.with_view(|v| {
-                    let mut c = CachedRadix {
-                        inner: v,
-                        cache: &mut cache,
-                    };
-                    radix::lookup(&mut c, inode, index)
-                });
+                let mut o = Overlay::with_clean(&mut self.meta, &self.overlay, &self.clean);
+                let mut c = CachedRadix {
+                    inner: &mut MediaView::with_sb(&mut o, self.sb),
+                    cache: &mut self.cache,
+                    own: &self.overlay,
+                };
+                let r = radix::lookup(&mut c, inode, index);
                 if let Ok(p) = r {
-                    cache.put_leaf(ino, index, p);
+                    self.cache.put_leaf(ino, index, p);
                 }
-                self.cache = cache;
                 r
             }
             _ => self.with_view(|v| radix::lookup(v, inode, index)),

@@ -133,7 +133,7 @@ impl State {
         }
         for &(d, first, count) in &out.used_pages {
             if let Some(pool) = c.pages.get_mut(&d) {
-                pool.remove(first..first + count);
+                pool.remove_range(first, first + count);
             }
             for p in first..first + count {
                 self.reserved_pages.remove(d, p);
