@@ -14,6 +14,57 @@ pub(crate) struct LineSet {
     ranges: Vec<(u64, u64)>,
 }
 
+/// Flushes (`clwb`) the lines of the writes `writes()` yields once each: in one pass, merging adjacent
+/// and overlapping lines into one flush call, while the writes come in ascending
+/// order; through a [`LineSet`] if they do not. The caller fences.
+pub(crate) fn flush_writes<'d, M, I>(mem: &mut M, writes: impl Fn() -> I) -> Result<(), SpineError>
+where
+    M: Memory + ?Sized,
+    I: Iterator<Item = (Addr, &'d [u8])>,
+{
+    let ascending = writes()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(a, _)| a)
+        .is_sorted();
+    if !ascending {
+        let mut set = LineSet::default();
+        for (addr, data) in writes() {
+            set.add(addr, data.len() as u64);
+        }
+        return set.flush(mem);
+    }
+    let size = mem.size();
+    let mut run: Option<(u64, u64)> = None;
+    for (addr, data) in writes().filter(|(_, d)| !d.is_empty()) {
+        let (first, last) = (addr / LINE, (addr + data.len() as u64 - 1) / LINE);
+        run = match run {
+            Some((f, l)) if first <= l + 1 => Some((f, l.max(last))),
+            Some((f, l)) => {
+                flush_lines(mem, size, f, l)?;
+                Some((first, last))
+            }
+            None => Some((first, last)),
+        };
+    }
+    match run {
+        Some((f, l)) => flush_lines(mem, size, f, l),
+        None => Ok(()),
+    }
+}
+
+/// Flushes lines `first..=last` of a memory of `size` bytes (its last line may be
+/// partial).
+fn flush_lines<M: Memory + ?Sized>(
+    mem: &mut M,
+    size: u64,
+    first: u64,
+    last: u64,
+) -> Result<(), SpineError> {
+    let start = first * LINE;
+    let end = ((last + 1) * LINE).min(size);
+    mem.flush(start, end - start, FlushKind::Clwb)
+}
+
 impl LineSet {
     /// Adds the lines overlapping `[addr, addr + len)`.
     pub(crate) fn add(&mut self, addr: Addr, len: u64) {
