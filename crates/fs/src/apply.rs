@@ -483,9 +483,8 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
         match kind {
             Kind::Dir => new.root = dir::create(&mut self.txn).map_err(fs)?,
             Kind::File | Kind::Kv => {
-                let table = domain::read_table(&mut self.txn).map_err(fs)?;
                 let want = Domain { uid, gid, mode };
-                if table.get(domain as usize).copied().flatten() != Some(want) {
+                if domain::entry(&mut self.txn, domain).map_err(fs)? != Some(want) {
                     return Err(format!(
                         "domain {domain} is not the domain of owner {uid}, group {gid}, mode {mode:o}"
                     ));

@@ -43,6 +43,17 @@ fn entry_at(p: &[u8], i: usize) -> Option<Domain> {
     })
 }
 
+/// Entry `d` of the domain table: `None` if unused or beyond the table. A create reads
+/// this one entry, not the whole table decoded.
+pub fn entry<S: PageSource + ?Sized>(src: &mut S, d: u16) -> Result<Option<Domain>> {
+    let sb = *src.sb();
+    if u64::from(d) >= sb.max_domains {
+        return Ok(None);
+    }
+    let p = src.page(sb.domtab, Tag::Domains)?;
+    Ok(entry_at(&p[..], d as usize))
+}
+
 /// The domain table: `None` for unused entries.
 pub fn read_table<S: PageSource + ?Sized>(src: &mut S) -> Result<Vec<Option<Domain>>> {
     let sb = *src.sb();

@@ -49,11 +49,18 @@ impl PageBuf {
     }
 }
 
-/// A zero-filled page image.
+/// A zero-filled page image: a recycled one cleared, or a new one, zeroed as it is
+/// made (clearing it once more was a second 4 KiB store per new metadata page).
 pub fn zero_page() -> PageBuf {
-    let mut p = PageBuf::to_overwrite();
-    p.fill(0);
-    p
+    match POOL.with(|p| p.borrow_mut().pop()) {
+        Some(mut img) => {
+            Arc::get_mut(&mut img)
+                .expect("a recycled image has one holder")
+                .fill(0);
+            PageBuf(ManuallyDrop::new(img))
+        }
+        None => PageBuf(ManuallyDrop::new(Arc::new([0u8; PAGE as usize]))),
+    }
 }
 
 impl Clone for PageBuf {
