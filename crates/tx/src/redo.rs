@@ -710,16 +710,20 @@ mod tests {
     #[test]
     fn borrowed_writes_commit_as_a_transaction_of_them_does() {
         let cases: [&[(u64, usize, u8)]; 4] = [
-            &[(4096, 13, 1), (4100, 3, 2), (4160, 64, 3), (4300, 200, 4), (9000, 8, 5)],
+            &[
+                (4096, 13, 1),
+                (4100, 3, 2),
+                (4160, 64, 3),
+                (4300, 200, 4),
+                (9000, 8, 5),
+            ],
             &[(4096, 300, 1), (4100, 3, 2), (5000, 8, 3)],
             &[(9000, 8, 5), (4096, 13, 1), (4160, 64, 3)],
             &[(8191, 1, 7)],
         ];
         for writes in cases {
-            let bytes: Vec<(u64, Vec<u8>)> = writes
-                .iter()
-                .map(|&(a, n, v)| (a, vec![v; n]))
-                .collect();
+            let bytes: Vec<(u64, Vec<u8>)> =
+                writes.iter().map(|&(a, n, v)| (a, vec![v; n])).collect();
             let (mut a, mut b) = (VecMemory::new(16384), VecMemory::new(16384));
             let mut la = RedoLog::format(&mut a, 0, 2048).unwrap();
             let mut lb = RedoLog::format(&mut b, 0, 2048).unwrap();
