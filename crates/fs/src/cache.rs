@@ -36,6 +36,10 @@ pub struct MetaCache {
     /// directory's, so a key covered here covers every key below it.
     covered: FxHashSet<(u64, bool)>,
     covered_at: u64,
+    /// Objects libFS's local checks found covered (see `crate::apply::apply_batch_over`),
+    /// carried from one check to the next under the same rule as `covered`; the
+    /// checks themselves forget them where an operation took a name away or moved one.
+    checked: FxHashSet<u64>,
 }
 
 /// The cached inodes of one inode-table page, with their files' page maps.
@@ -72,6 +76,7 @@ impl MetaCache {
         self.ancestry.clear();
         self.radix_pages.clear();
         self.covered.clear();
+        self.checked.clear();
     }
 
     /// A cached inode.
@@ -117,8 +122,26 @@ impl MetaCache {
     pub fn covered_since(&mut self, losses: u64) {
         if self.covered_at != losses {
             self.covered.clear();
+            self.checked.clear();
             self.covered_at = losses;
         }
+    }
+
+    /// Takes the objects the local checks found covered, unless the lease table has
+    /// lost a lease since (`losses` is its loss count now), for the next check to carry.
+    pub fn take_checked(&mut self, losses: u64) -> FxHashSet<u64> {
+        self.covered_since(losses);
+        std::mem::take(&mut self.checked)
+    }
+
+    /// Keeps what a local check found covered (its outcome's `covered`).
+    pub fn put_checked(&mut self, checked: FxHashSet<u64>) {
+        self.checked = checked;
+    }
+
+    /// Forgets what the local checks found covered (the overlay they ran over went).
+    pub fn forget_checked(&mut self) {
+        self.checked.clear();
     }
 
     /// Whether `key` was found covered (exclusively, if `exclusive`) since the last

@@ -5,30 +5,40 @@
 
 mod support;
 
-use pmlab_fs::pxfs::{OpenFlags, Pxfs};
+use pmlab_fs::pxfs::{Fd, OpenFlags, Pxfs};
 use pmlab_fs::service::Config;
 use support::users::Rig;
 
-#[test]
-fn a_write_after_its_lease_was_taken_back_asks_for_the_lease_again() {
-    let mut rig = Rig::new(0o777, Config::default());
+/// A service, two clients A and B, and file `/d/f` that A created (its descriptor).
+fn two_clients_and_a_file() -> (Rig, Pxfs, Pxfs, Fd) {
+    let rig = Rig::new(0o777, Config::default());
     let (a, b) = (
         Pxfs::mount(&rig.sock).unwrap(),
         Pxfs::mount(&rig.sock).unwrap(),
     );
     a.mkdir("/d", 0o755).unwrap();
     let fa = a.create("/d/f", 0o644).unwrap();
-    a.pwrite(fa, 0, b"a-00").unwrap();
-    a.fsync(fa).unwrap();
-    let rw = OpenFlags {
+    (rig, a, b, fa)
+}
+
+/// Opening for writing.
+fn rw() -> OpenFlags {
+    OpenFlags {
         write: true,
         ..Default::default()
-    };
+    }
+}
+
+#[test]
+fn a_write_after_its_lease_was_taken_back_asks_for_the_lease_again() {
+    let (mut rig, a, b, fa) = two_clients_and_a_file();
+    a.pwrite(fa, 0, b"a-00").unwrap();
+    a.fsync(fa).unwrap();
     for round in 1..=20 {
         // B's write takes back whatever lease A's writes were covered by (in round
         // 1 A's own; later B's read at the end of the round took it already).
         assert!(!a.client().leases().is_empty() || round > 1);
-        let fb = b.open("/d/f", rw).unwrap();
+        let fb = b.open("/d/f", rw()).unwrap();
         b.pwrite(fb, 0, b"b-xx").unwrap();
         b.fsync(fb).unwrap();
         b.close(fb).unwrap();
@@ -66,13 +76,7 @@ fn a_write_after_its_lease_was_taken_back_asks_for_the_lease_again() {
 #[test]
 fn the_local_check_forgets_what_it_found_covered_when_a_lease_is_taken_back() {
     use pmlab_fs::journal::Op;
-    let mut rig = Rig::new(0o777, Config::default());
-    let (a, b) = (
-        Pxfs::mount(&rig.sock).unwrap(),
-        Pxfs::mount(&rig.sock).unwrap(),
-    );
-    a.mkdir("/d", 0o755).unwrap();
-    let fa = a.create("/d/f", 0o644).unwrap();
+    let (mut rig, a, b, fa) = two_clients_and_a_file();
     // Two appends: the second's check finds the file among the carried cover.
     a.pwrite(fa, 0, b"a-00").unwrap();
     a.pwrite(fa, 4, b"a-01").unwrap();
@@ -81,11 +85,7 @@ fn the_local_check_forgets_what_it_found_covered_when_a_lease_is_taken_back() {
     // An append recorded in the same overlay, as a step of its own: the carried cover
     // is what the local check holds now.
     a.pwrite(fa, 8, b"a-02").unwrap();
-    let rw = OpenFlags {
-        write: true,
-        ..Default::default()
-    };
-    let fb = b.open("/d/f", rw).unwrap();
+    let fb = b.open("/d/f", rw()).unwrap();
     b.pwrite(fb, 0, b"b-xx").unwrap();
     b.fsync(fb).unwrap();
     assert!(

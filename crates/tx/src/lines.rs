@@ -33,36 +33,40 @@ where
         }
         return set.flush(mem);
     }
+    let lines = writes()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(addr, data)| (addr / LINE, (addr + data.len() as u64 - 1) / LINE));
+    flush_sorted(mem, lines)
+}
+
+/// Flushes `[first, last]` line ranges sorted by their first line, each line once:
+/// overlapping or adjacent ranges make one flush call. The last line of a space whose
+/// size is not a multiple of LINE is partial.
+fn flush_sorted<M: Memory + ?Sized>(
+    mem: &mut M,
+    ranges: impl Iterator<Item = (u64, u64)>,
+) -> Result<(), SpineError> {
     let size = mem.size();
+    let flush_run = |mem: &mut M, first: u64, last: u64| {
+        let start = first * LINE;
+        let end = ((last + 1) * LINE).min(size);
+        mem.flush(start, end - start, FlushKind::Clwb)
+    };
     let mut run: Option<(u64, u64)> = None;
-    for (addr, data) in writes().filter(|(_, d)| !d.is_empty()) {
-        let (first, last) = (addr / LINE, (addr + data.len() as u64 - 1) / LINE);
+    for (first, last) in ranges {
         run = match run {
             Some((f, l)) if first <= l + 1 => Some((f, l.max(last))),
             Some((f, l)) => {
-                flush_lines(mem, size, f, l)?;
+                flush_run(mem, f, l)?;
                 Some((first, last))
             }
             None => Some((first, last)),
         };
     }
     match run {
-        Some((f, l)) => flush_lines(mem, size, f, l),
+        Some((f, l)) => flush_run(mem, f, l),
         None => Ok(()),
     }
-}
-
-/// Flushes lines `first..=last` of a memory of `size` bytes (its last line may be
-/// partial).
-fn flush_lines<M: Memory + ?Sized>(
-    mem: &mut M,
-    size: u64,
-    first: u64,
-    last: u64,
-) -> Result<(), SpineError> {
-    let start = first * LINE;
-    let end = ((last + 1) * LINE).min(size);
-    mem.flush(start, end - start, FlushKind::Clwb)
 }
 
 impl LineSet {
@@ -81,31 +85,9 @@ impl LineSet {
 
     /// Flushes every line (`clwb`) once, in address order; the caller fences.
     pub(crate) fn flush<M: Memory + ?Sized>(&self, mem: &mut M) -> Result<(), SpineError> {
-        // The last line of a space whose size is not a multiple of LINE is partial.
-        let size = mem.size();
-        let flush_run = |mem: &mut M, first: u64, last: u64| {
-            let start = first * LINE;
-            let end = ((last + 1) * LINE).min(size);
-            mem.flush(start, end - start, FlushKind::Clwb)
-        };
         let mut ranges = self.ranges.clone();
         ranges.sort_unstable();
-        let mut run: Option<(u64, u64)> = None;
-        for (first, last) in ranges {
-            run = match run {
-                // Overlapping or adjacent: one run.
-                Some((f, l)) if first <= l + 1 => Some((f, l.max(last))),
-                Some((f, l)) => {
-                    flush_run(mem, f, l)?;
-                    Some((first, last))
-                }
-                None => Some((first, last)),
-            };
-        }
-        if let Some((first, last)) = run {
-            flush_run(mem, first, last)?;
-        }
-        Ok(())
+        flush_sorted(mem, ranges.into_iter())
     }
 }
 

@@ -105,8 +105,6 @@ impl Client {
             gid,
             overlay: Changes::default(),
             clean: Default::default(),
-            checked_cover: Default::default(),
-            checked_cover_at: 0,
             batch_pages: Default::default(),
             inflight: Vec::new(),
             written: Some(Default::default()),

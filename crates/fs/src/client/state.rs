@@ -88,11 +88,6 @@ pub struct State {
     /// ([`State::with_view`]) use only those of objects under leases (see
     /// [`Overlay::with_clean`]).
     pub(super) clean: Clean,
-    /// Objects the local checks found covered by this client's leases, while the lease
-    /// table's loss count stood at `checked_cover_at` (see [`apply_batch_over`]);
-    /// forgotten with the overlay and with cached metadata.
-    pub(super) checked_cover: FxHashSet<u64>,
-    pub(super) checked_cover_at: u64,
     /// Pages the journal not yet shipped changes (what one service transaction holds).
     pub(super) batch_pages: FxHashSet<u64>,
     /// Requests (ships, registrations, releases) whose replies were not waited for yet,
@@ -234,7 +229,6 @@ impl State {
         self.cache.clear();
         self.names.clear();
         self.clean.clear();
-        self.checked_cover.clear();
     }
 
     /// Looks `name` up in directory `dino` (through the name cache).
@@ -364,11 +358,7 @@ impl State {
         let sb = self.sb;
         let own = std::mem::take(&mut self.overlay);
         let clean = std::mem::take(&mut self.clean);
-        if self.checked_cover_at != leases.losses() {
-            self.checked_cover.clear();
-            self.checked_cover_at = leases.losses();
-        }
-        let cover = std::mem::take(&mut self.checked_cover);
+        let cover = self.cache.take_checked(leases.losses());
         let checked = {
             let auth = LocalAuth {
                 cred: (self.uid, self.gid),
@@ -404,7 +394,7 @@ impl State {
         self.batch_pages.extend(out.changed.iter().copied());
         self.overlay = out.changes;
         self.clean = out.clean;
-        self.checked_cover = out.covered;
+        self.cache.put_checked(out.covered);
         if self.clean.len() > OVERLAY_MAX_PAGES {
             self.clean.clear();
         }
@@ -538,7 +528,7 @@ impl State {
     /// refused none): the mapping now shows what the service made of them.
     pub(super) fn drop_overlay(&mut self, ok: bool) {
         self.overlay_gen += 1;
-        self.checked_cover.clear();
+        self.cache.forget_checked();
         let written = self.written.replace(FxHashMap::default());
         match written {
             Some(w) if ok => self.keep_what_the_service_wrote(&w),
