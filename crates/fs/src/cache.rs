@@ -51,6 +51,30 @@ struct PageGroup {
 }
 
 impl PageGroup {
+    /// Decodes afresh the cached inodes whose slots of inode-table page image `img`
+    /// differ from what the cache holds, dropping their page maps; an inode whose slot
+    /// no longer decodes goes.
+    fn refresh(&mut self, sb: &Superblock, img: &[u8]) {
+        let PageGroup { inodes, leaves } = self;
+        inodes.retain(|&ino, cached| {
+            let (_, off) = sb.inode_pos(ino);
+            match Inode::decode(&img[off..off + crate::inode::INODE_SIZE]) {
+                Ok(now) if now == *cached => true,
+                Ok(now) => {
+                    *cached = now;
+                    if let Some(m) = leaves.get_mut(&ino) {
+                        m.clear();
+                    }
+                    true
+                }
+                Err(_) => {
+                    leaves.remove(&ino);
+                    false
+                }
+            }
+        });
+    }
+
     /// Forgets every inode and page map of the group, keeping the tables' memory: an
     /// append changes its file's inode-table page, and the next append fills the
     /// same tables again (freeing and allocating them was three allocations a write).
@@ -150,6 +174,13 @@ impl MetaCache {
         self.covered.contains(&(key, true)) || (!exclusive && self.covered.contains(&(key, false)))
     }
 
+    /// Whether `key` was found covered (exclusively, if `exclusive`) and the lease
+    /// table has lost no lease since (`losses` is its loss count now). Unlike
+    /// [`MetaCache::covered_since`] it forgets nothing, so it needs no exclusive use.
+    pub fn is_covered_as_of(&self, losses: u64, key: u64, exclusive: bool) -> bool {
+        self.covered_at == losses && self.is_covered(key, exclusive)
+    }
+
     /// Remembers that `key` is covered (exclusively, if `exclusive`).
     pub fn put_covered(&mut self, key: u64, exclusive: bool) {
         self.covered.insert((key, exclusive));
@@ -203,6 +234,36 @@ impl MetaCache {
         }
     }
 
+    /// Brings what was read from metadata pages `pages`, which the client's own
+    /// recorded step changed, up to their new images (`images`, the overlay after the
+    /// step): a changed radix node goes, and of each changed inode-table page's group
+    /// only the inodes whose slots changed are decoded afresh, their page maps dropped
+    /// (every change of a file's tree rewrites its inode). The other inodes of the
+    /// page, and their maps, stay: forgetting the whole group meant that a KVFS put
+    /// or a log append made the next reads of some thirty other files take the
+    /// state alone to read their inodes again (`client::shared`). A page without an
+    /// image is forgotten as by [`MetaCache::forget_pages`].
+    pub fn refresh_pages(
+        &mut self,
+        sb: &Superblock,
+        pages: impl Iterator<Item = u64>,
+        images: &FxHashMap<u64, PageBuf>,
+    ) {
+        for p in pages {
+            self.radix_pages.remove(&p);
+            if !(sb.itable_first..sb.pool_first).contains(&p) {
+                continue;
+            }
+            let Some(g) = self.groups.get_mut(&(p - sb.itable_first)) else {
+                continue;
+            };
+            match images.get(&p) {
+                Some(img) => g.refresh(sb, &img[..]),
+                None => g.forget_all(),
+            }
+        }
+    }
+
     /// Drops inode `ino` and its page map.
     pub fn forget_inode(&mut self, ino: u64) {
         if let Some(g) = self.groups.get_mut(&group_of(ino)) {
@@ -248,5 +309,53 @@ impl<S: PageSource + ?Sized> PageSource for CachedRadix<'_, S> {
             self.cache.radix_pages.insert(pno, p.clone());
         }
         Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inode::{INODE_SIZE, Kind};
+    use crate::layout::Params;
+
+    fn file(size: u64) -> Inode {
+        Inode {
+            kind: Kind::File,
+            nlink: 1,
+            size,
+            ..Inode::FREE
+        }
+    }
+
+    /// Of a page the client's own step changed, only the inodes whose slots changed
+    /// are decoded afresh and lose their page maps; the other cached inodes of the
+    /// page keep theirs; a page with no image is forgotten whole.
+    #[test]
+    fn refreshing_a_changed_inode_page_keeps_the_inodes_it_did_not_change() {
+        let sb = Superblock::plan(&Params::default()).unwrap();
+        let (a, b) = (INODES_PER_PAGE + 3, INODES_PER_PAGE + 4);
+        let (pno, _) = sb.inode_pos(a);
+        let mut c = MetaCache::default();
+        for ino in [a, b] {
+            c.put_inode(ino, file(4096));
+            c.put_leaf(ino, 0, 100 + ino);
+        }
+        let mut img = crate::pagebuf::zero_page();
+        for (ino, i) in [(a, file(8192)), (b, file(4096))] {
+            let (_, off) = sb.inode_pos(ino);
+            i.encode(&mut img[off..off + INODE_SIZE]);
+        }
+        let images: FxHashMap<u64, PageBuf> = [(pno, img)].into_iter().collect();
+        c.refresh_pages(&sb, std::iter::once(pno), &images);
+        assert_eq!(
+            c.inode(a),
+            Some(file(8192)),
+            "a changed slot is read afresh"
+        );
+        assert_eq!(c.leaf(a, 0), None, "a changed inode's page map goes");
+        assert_eq!(c.inode(b), Some(file(4096)), "an unchanged inode stays");
+        assert_eq!(c.leaf(b, 0), Some(100 + b), "with its page map");
+        c.refresh_pages(&sb, std::iter::once(pno), &FxHashMap::default());
+        assert_eq!(c.inode(b), None, "a page with no image is forgotten whole");
     }
 }

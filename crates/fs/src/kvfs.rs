@@ -248,6 +248,9 @@ impl Kvfs {
     /// buffer, as a `read` into the same array does, instead of allocating and zeroing
     /// one per value.
     pub fn get_into(&self, key: &str, buf: &mut Vec<u8>) -> Result<bool> {
+        if let Some(r) = self.get_cached(key, buf) {
+            return r;
+        }
         let mut s = self.client.leased(self.lock_of(key), false)?;
         let Some(ino) = s.lookup(self.dir, key)? else {
             return Ok(false);
@@ -273,6 +276,29 @@ impl Kvfs {
             self.client.state().drop_mapping(i.domain);
         }
         r.map(|()| true)
+    }
+
+    /// [`Kvfs::get_into`] of a key whose bucket lease, name and inode are cached, under
+    /// the state shared with the process's other threads (see `client::shared`);
+    /// `None` leaves the get to the exclusive path.
+    fn get_cached(&self, key: &str, buf: &mut Vec<u8>) -> Option<Result<bool>> {
+        let s = self.client.state_shared();
+        if !s.known_covered_shared(self.lock_of(key), false) {
+            return None;
+        }
+        let i = s.cached_inode(s.cached_lookup(self.dir, key)?)?;
+        if i.kind != Kind::Kv || i.root == 0 {
+            return None;
+        }
+        let copy = s.shared_copy(i.domain, false, i.size as usize)?;
+        drop(s);
+        buf.resize(i.size as usize, 0);
+        let r = copy.read(i.root * PAGE, buf);
+        drop(copy);
+        if r.is_err() {
+            self.client.state().drop_mapping(i.domain);
+        }
+        Some(r.map(|()| true))
     }
 
     /// Removes `key`; returns whether it existed.

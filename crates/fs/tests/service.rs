@@ -158,6 +158,62 @@ fn a_second_client_sees_the_first_ones_changes_through_revocation() {
     r.stop_and_check();
 }
 
+/// Reads served from libFS's caches under the shared state (`client::shared`) see
+/// another client's changes once it took the lease: a's second open and read of each
+/// file come from its caches, then b rewrites one file, replaces the other by a
+/// rename and puts a new KVFS value, and a's next reads show b's bytes.
+#[test]
+fn cached_reads_see_another_clients_changes_after_the_lease_moves() {
+    let r = rig(2000);
+    {
+        let a = Pxfs::mount(&r.sock).unwrap();
+        let read = |fs: &Pxfs, path: &str| {
+            let fd = fs.open(path, OpenFlags::default()).unwrap();
+            let mut buf = vec![0u8; 64];
+            let n = fs.read(fd, &mut buf).unwrap();
+            fs.close(fd).unwrap();
+            buf.truncate(n);
+            buf
+        };
+        for (path, bytes) in [("/f", b"first f"), ("/g", b"first g")] {
+            let fd = a.create(path, 0o666).unwrap();
+            a.write(fd, bytes).unwrap();
+            a.close(fd).unwrap();
+        }
+        let kv_a = Kvfs::open(&r.sock, "/kv", 0o666).unwrap();
+        kv_a.put("k", b"first k").unwrap();
+        for _ in 0..2 {
+            assert_eq!(read(&a, "/f"), b"first f");
+            assert_eq!(read(&a, "/g"), b"first g");
+            assert_eq!(kv_a.get("k").unwrap().unwrap(), b"first k");
+        }
+        let b = Pxfs::mount(&r.sock).unwrap();
+        let fd = b
+            .open(
+                "/f",
+                OpenFlags {
+                    write: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        b.write(fd, b"second").unwrap();
+        b.close(fd).unwrap();
+        let fd = b.create("/h", 0o666).unwrap();
+        b.write(fd, b"h renamed over g").unwrap();
+        b.close(fd).unwrap();
+        b.rename("/h", "/g").unwrap();
+        let kv_b = Kvfs::open(&r.sock, "/kv", 0o666).unwrap();
+        kv_b.put("k", b"second k").unwrap();
+        b.sync().unwrap();
+        kv_b.sync().unwrap();
+        assert_eq!(read(&a, "/f"), b"secondf");
+        assert_eq!(read(&a, "/g"), b"h renamed over g");
+        assert_eq!(kv_a.get("k").unwrap().unwrap(), b"second k");
+    }
+    r.stop_and_check();
+}
+
 #[test]
 fn an_unlinked_file_stays_readable_while_open() {
     let r = rig(2000);

@@ -15,6 +15,7 @@
 //! hands under a copy.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use pmlab_fs::layout::Params;
 use pmlab_fs::mkfs::RootOwner;
@@ -349,5 +350,85 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
         "the lease on /f went to another client with a copy of its pages in flight"
     );
     drop((fs, other));
+    svc.stop().unwrap();
+}
+
+/// Whether `f`, run on another thread while this one holds `held`, finishes within
+/// `patience`; `held` goes afterwards either way, so that `f` ends.
+fn finishes_while_held<T>(held: T, patience: Duration, f: impl FnOnce() + Send) -> bool {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            f();
+            done.store(true, Ordering::SeqCst);
+        });
+        let until = std::time::Instant::now() + patience;
+        while !done.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let finished = done.load(Ordering::SeqCst);
+        drop(held);
+        h.join().unwrap();
+        finished
+    })
+}
+
+/// Opens, reads and closes `/f` whole; its bytes.
+fn read_whole(fs: &Pxfs) -> Vec<u8> {
+    let fd = fs.open("/f", OpenFlags::default()).unwrap();
+    let mut buf = vec![0u8; 64 * 4096];
+    let n = fs.read(fd, &mut buf).unwrap();
+    fs.close(fd).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// Opens, reads and closes of files whose leases, names, inodes and pages libFS has
+/// cached take its state shared (`client::shared`), as KVFS gets do: with one thread
+/// holding the state shared, another thread's cached read runs to the end. A write
+/// needs the state alone and waits.
+#[test]
+fn cached_reads_share_the_state_and_writes_wait_for_it() {
+    let tmp = shm();
+    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
+    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
+    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    let (fs, _) = mount_with_file(&sock, 8);
+    let want = words(7, 0, 8 * 4096);
+    assert_eq!(read_whole(&fs), want, "the first read fills the caches");
+    // Bounds on liveness, not timings: a cached read finishes in microseconds, and
+    // one that needs the state alone waits for `held` however long this waits; a
+    // create never finishes while it is held.
+    let (live, never) = (Duration::from_secs(20), Duration::from_millis(300));
+    let held = fs.client().state_shared();
+    let read = finishes_while_held(held, live, || assert_eq!(read_whole(&fs), want));
+    assert!(
+        read,
+        "a cached read waited for a thread holding the state shared"
+    );
+
+    let kv = pmlab_fs::kvfs::Kvfs::open(&sock, "/kv", 0o644).unwrap();
+    kv.put("k", b"value").unwrap();
+    assert_eq!(kv.get("k").unwrap().unwrap(), b"value");
+    let held = kv.client().state_shared();
+    let got = finishes_while_held(held, live, || {
+        assert_eq!(kv.get("k").unwrap().unwrap(), b"value")
+    });
+    assert!(
+        got,
+        "a cached KVFS get waited for a thread holding the state shared"
+    );
+
+    let held = fs.client().state_shared();
+    let wrote = finishes_while_held(held, never, || {
+        let fd = fs.create("/g", 0o644).unwrap();
+        fs.write(fd, b"x").unwrap();
+        fs.close(fd).unwrap();
+    });
+    assert!(
+        !wrote,
+        "a create ran while another thread held the state shared"
+    );
+    drop((fs, kv));
     svc.stop().unwrap();
 }

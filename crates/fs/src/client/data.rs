@@ -98,12 +98,19 @@ impl State {
         if write && bytes < COPY_OUTSIDE_MIN {
             return Ok(None);
         }
-        Ok(match self.space(d)? {
+        self.space(d)?;
+        Ok(self.copy_through(d, write))
+    }
+
+    /// A copy through domain `d`'s mapping if the client has mapped it and the mapping
+    /// allows one (see [`State::begin_copy`]). Needs the state shared only.
+    pub(super) fn copy_through(&self, d: u16, write: bool) -> Option<Copy> {
+        match self.domains.get(&d)? {
             DataSpace::Mapped(m) if m.shares_copies() && (m.writable() || !write) => {
                 Some(Copy::new(m.clone(), &self.copies))
             }
             _ => None,
-        })
+        }
     }
 
     /// The populating signals of the data spaces this client maps (see

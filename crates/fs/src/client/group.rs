@@ -74,7 +74,7 @@ impl Drop for Waits {
 
 /// Ships the journal and waits, outside the state, until the service has applied it
 /// and everything sent before; a refusal is a loss, as for [`State::ship`].
-pub(super) fn sync(conn: &Conn, state: &Mutex<State>) -> Result<()> {
+pub(super) fn sync(conn: &Conn, state: &super::state::StateLock) -> Result<()> {
     let lock = || super::state::lock(state);
     let waits = {
         let mut s = lock();

@@ -35,18 +35,19 @@ mod group;
 mod leases;
 mod reserve;
 mod revoke;
+mod shared;
 mod state;
 
 pub use copies::{COPY_OUTSIDE_MIN, Copy};
 pub use granularity::CONTENDED_FOR;
 pub use reserve::ExtentAsk;
-pub use state::{SHIP_OPS, State};
+pub use state::{SHIP_OPS, SharedState, State, StateGuard};
 
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::error::{FsError, Result};
 use crate::inode::{Kind, access};
@@ -57,6 +58,7 @@ use crate::proto::{self, Reply, Request};
 use crate::txn::Changes;
 use conn::Conn;
 use reserve::RESERVE_FIRST;
+use state::StateLock;
 
 /// How long a write refused for the client's reservation limit waits for other
 /// threads' writes to record the pages they claimed ([`Client::past_claims`]).
@@ -65,7 +67,7 @@ pub const CLAIMS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// A connection to the service: the mount of one volume.
 pub struct Client {
     conn: Arc<Conn>,
-    state: Arc<Mutex<State>>,
+    state: Arc<StateLock>,
     client_id: u64,
     /// The client's end of the revocation socket (shut down to stop the revoker).
     rev: UnixStream,
@@ -98,7 +100,7 @@ impl Client {
         let sb = Superblock::read(&mut meta)?;
         let rev = UnixStream::from(rev_fd);
         let conn = Arc::new(Conn::new(s, rings));
-        let state = Arc::new(Mutex::new(State {
+        let state = Arc::new(StateLock::new(State {
             meta,
             sb,
             uid,
@@ -115,7 +117,7 @@ impl Client {
             domains: FxHashMap::default(),
             my_domains: FxHashMap::default(),
             names: FxHashMap::default(),
-            opens: FxHashMap::default(),
+            opens: Default::default(),
             cache: Default::default(),
             inode_batch: RESERVE_FIRST,
             page_batch: RESERVE_FIRST,
@@ -177,7 +179,7 @@ impl Client {
     }
 
     /// Locks the client state for one operation.
-    pub fn state(&self) -> MutexGuard<'_, State> {
+    pub fn state(&self) -> StateGuard<'_> {
         // A caller that panicked holding the state leaves it as consistent as any
         // operation's early return would; the unmount that follows still needs it.
         state::lock(&self.state)
@@ -186,7 +188,7 @@ impl Client {
     /// Makes sure the client holds a lease covering `key`, shipping its journal first
     /// (a new lease may make other clients' changes visible, which the overlay would
     /// hide), and returns the locked state with the lease held.
-    pub fn leased(&self, key: u64, exclusive: bool) -> Result<MutexGuard<'_, State>> {
+    pub fn leased(&self, key: u64, exclusive: bool) -> Result<StateGuard<'_>> {
         self.leased_all(&[(key, exclusive)])
     }
 
@@ -194,14 +196,14 @@ impl Client {
     /// returns the locked state with them held. Leases are asked for in key order, so
     /// that two clients asking for the same pair do not take one each and trade them
     /// back and forth.
-    pub fn leased_all(&self, keys: &[(u64, bool)]) -> Result<MutexGuard<'_, State>> {
+    pub fn leased_all(&self, keys: &[(u64, bool)]) -> Result<StateGuard<'_>> {
         self.leased_keys(keys, false)
     }
 
     /// Like [`Client::leased_all`], but a bucket's key or a bucket's names key is
     /// first asked for as its whole directory, when no one else works there (see
     /// [`granularity`]): granted only if that takes nothing from anyone.
-    pub fn leased_widening(&self, keys: &[(u64, bool)]) -> Result<MutexGuard<'_, State>> {
+    pub fn leased_widening(&self, keys: &[(u64, bool)]) -> Result<StateGuard<'_>> {
         self.leased_keys(keys, true)
     }
 
@@ -209,9 +211,9 @@ impl Client {
     /// [`Client::leased_widening`] (which unlocks it while it asks).
     fn still_leased<'s>(
         &'s self,
-        mut s: MutexGuard<'s, State>,
+        mut s: StateGuard<'s>,
         keys: &[(u64, bool)],
-    ) -> Result<MutexGuard<'s, State>> {
+    ) -> Result<StateGuard<'s>> {
         if s.covers_all(keys) {
             return Ok(s);
         }
@@ -219,7 +221,7 @@ impl Client {
         self.leased_widening(keys)
     }
 
-    fn leased_keys(&self, keys: &[(u64, bool)], widen: bool) -> Result<MutexGuard<'_, State>> {
+    fn leased_keys(&self, keys: &[(u64, bool)], widen: bool) -> Result<StateGuard<'_>> {
         // Nearly always every lease is held already: the answer then costs the
         // coverage checks and nothing else (no copy of the keys, no lists).
         let mut s = self.state();

@@ -2,15 +2,14 @@
 //! journal and gives the lease back.
 
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::conn::Conn;
-use super::state::State;
 use crate::journal::encode_batch;
 use crate::proto::{self, Reply, Request};
 
 /// Reads revocations until the service closes the socket, answering each.
-pub(super) fn revoker(rev: UnixStream, conn: Arc<Conn>, state: Arc<Mutex<State>>) {
+pub(super) fn revoker(rev: UnixStream, conn: Arc<Conn>, state: Arc<super::state::StateLock>) {
     while let Ok(Some((body, _))) = proto::recv_frame(&rev) {
         let Ok((_, Reply::Revoke { key, grant })) = proto::decode_reply(&body) else {
             // Anything else on this socket is a broken service: stop listening.
@@ -21,7 +20,7 @@ pub(super) fn revoker(rev: UnixStream, conn: Arc<Conn>, state: Arc<Mutex<State>>
 }
 
 /// Ships the journal and releases grant `grant` of `key`.
-fn answer(conn: &Conn, state: &Mutex<State>, key: u64, grant: u64) {
+fn answer(conn: &Conn, state: &super::state::StateLock, key: u64, grant: u64) {
     conn.contention.revoked(key);
     conn.revocations
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -36,9 +36,19 @@ const OVERLAY_MAX_PAGES: usize = 8192;
 /// a held state (see [`lock`]).
 const LOCK_YIELDS: u32 = 8;
 
+/// The lock over a client's state: shared by the threads that only read what libFS
+/// has cached (see `client::shared`), exclusive for everything else.
+pub(super) type StateLock = std::sync::RwLock<State>;
+
+/// The state, locked for one operation that may change it.
+pub type StateGuard<'a> = std::sync::RwLockWriteGuard<'a, State>;
+
+/// The state, locked for an operation that only reads what libFS has cached.
+pub type SharedState<'a> = std::sync::RwLockReadGuard<'a, State>;
+
 /// Locks the state, yielding the processor a few times before sleeping on it.
 ///
-/// std's mutex puts a thread to sleep at once when others already sleep on the lock,
+/// std's locks put a thread to sleep at once when others already sleep on the lock,
 /// and each sleep costs two context switches and a wake-up that often finds the lock
 /// taken again. With many threads of one process (FileBench's 16 varmail threads on 2
 /// processors) that doubled varmail's iteration (1,880-2,370 µs against 1,110-1,330
@@ -47,14 +57,34 @@ const LOCK_YIELDS: u32 = 8;
 /// x100 moved within their run-to-run spread). 2 yields did worse than 8 and 32 no
 /// better; yielding only while fewer threads yield than there are processors lost the
 /// gain.
-pub(super) fn lock(m: &std::sync::Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+pub(super) fn lock(m: &StateLock) -> StateGuard<'_> {
     for _ in 0..LOCK_YIELDS {
-        match m.try_lock() {
+        match m.try_write() {
             Ok(g) => return g,
             Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
         }
     }
+    m.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Locks the state shared with other readers, as [`lock`] does.
+pub(super) fn lock_shared(m: &StateLock) -> SharedState<'_> {
+    for _ in 0..LOCK_YIELDS {
+        match m.try_read() {
+            Ok(g) => return g,
+            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
+        }
+    }
+    m.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The open-file table, locked (a panic elsewhere leaves it consistent: every change
+/// is one map operation).
+fn open_files(
+    m: &std::sync::Mutex<FxHashMap<u64, (u32, bool)>>,
+) -> std::sync::MutexGuard<'_, FxHashMap<u64, (u32, bool)>> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -112,8 +142,9 @@ pub struct State {
     /// Names looked up or created, per directory: looked up by `&str`, with no
     /// allocation per lookup.
     pub(super) names: FxHashMap<u64, FxHashMap<String, u64>>,
-    /// Open files: inode -> (local opens, whether the service knows of them).
-    pub(super) opens: FxHashMap<u64, (u32, bool)>,
+    /// Open files: inode -> (local opens, whether the service knows of them). Behind
+    /// a lock of its own: opens and most closes take the state shared.
+    pub(super) opens: std::sync::Mutex<FxHashMap<u64, (u32, bool)>>,
     pub(super) cache: MetaCache,
     pub(super) inode_batch: u32,
     pub(super) page_batch: u32,
@@ -366,7 +397,7 @@ impl State {
                 inodes: &self.inodes,
                 pages: &self.pages,
                 claimed: &self.claimed,
-                opens: &self.opens,
+                opens: self.opens.get_mut().unwrap_or_else(|e| e.into_inner()),
                 now: now_ns(),
             };
             let none = Changes::default();
@@ -388,9 +419,10 @@ impl State {
         // client's own check of that later batch did not choose (the service places
         // pages from its own cursor). A cached copy would then show the old file's
         // page map under the new file (tests/freed_radix_pages.rs).
-        let freed = out.freed_meta_pages.iter().copied();
         self.cache
-            .forget_pages(&sb, out.changed.iter().copied().chain(freed));
+            .refresh_pages(&sb, out.changed.iter().copied(), &out.changes);
+        self.cache
+            .forget_pages(&sb, out.freed_meta_pages.iter().copied());
         self.batch_pages.extend(out.changed.iter().copied());
         self.overlay = out.changes;
         self.clean = out.clean;
@@ -641,7 +673,8 @@ impl State {
     /// known, and returns them (None: there are none) for an `Opened` request.
     pub(super) fn register_opens(&mut self, pick: impl Fn(u64) -> bool) -> Option<Vec<u64>> {
         let mut inos = Vec::new();
-        for (&ino, (_, known)) in self.opens.iter_mut() {
+        let opens = self.opens.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (&ino, (_, known)) in opens.iter_mut() {
             if !*known && pick(ino) {
                 *known = true;
                 inos.push(ino);
@@ -700,26 +733,40 @@ impl State {
     }
 
     /// Notes that the client holds `ino` open. The service hears of it only if it
-    /// must (see the module documentation).
-    pub fn note_open(&mut self, ino: u64) {
-        self.opens.entry(ino).or_insert((0, false)).0 += 1;
+    /// must (see the module documentation). Needs the state shared only.
+    pub fn note_open(&self, ino: u64) {
+        open_files(&self.opens).entry(ino).or_insert((0, false)).0 += 1;
+    }
+
+    /// Notes a close of `ino` if it needs nothing but the count of opens: another open
+    /// of it remains, or the service does not know of it. Needs the state shared only;
+    /// false (nothing noted) if the close is one for [`State::note_close`].
+    pub fn note_close_locally(&self, ino: u64) -> bool {
+        let mut opens = open_files(&self.opens);
+        match opens.get_mut(&ino) {
+            None => true,
+            Some(o) if o.0 > 1 => {
+                o.0 -= 1;
+                true
+            }
+            Some(o) if !o.1 => {
+                opens.remove(&ino);
+                true
+            }
+            Some(_) => false,
+        }
     }
 
     /// Notes that the client closed `ino` once; tells the service when the last local
     /// open of a file it knows of is gone, so it can free the file if it was unlinked.
     pub fn note_close(&mut self, ino: u64) -> Result<()> {
-        let Some(o) = self.opens.get_mut(&ino) else {
-            return Ok(());
-        };
-        o.0 -= 1;
-        if o.0 > 0 {
+        if self.note_close_locally(ino) {
             return Ok(());
         }
-        let known = o.1;
-        self.opens.remove(&ino);
-        if !known {
-            return Ok(());
-        }
+        self.opens
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&ino);
         // A pending unlink of the object must reach the service before the close that
         // lets it free the object.
         if self.journal.iter().any(|op| {
@@ -739,8 +786,7 @@ impl State {
     /// Open files the service knows of (registered when a lease was given back or an
     /// unlink shipped), sorted.
     pub fn registered_opens(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self
-            .opens
+        let mut v: Vec<u64> = open_files(&self.opens)
             .iter()
             .filter(|(_, o)| o.1)
             .map(|(i, _)| *i)

@@ -10,31 +10,19 @@ use crate::media::PAGE;
 
 impl Pxfs {
     pub(super) fn pread_ino(&self, ino: u64, off: u64, buf: &mut [u8]) -> Result<usize> {
+        if let Some(r) = self.pread_cached(ino, off, buf) {
+            return r;
+        }
         let mut s = self.client.leased(ino, false)?;
         let i = s.inode(ino)?;
-        if off >= i.size {
-            return Ok(0);
-        }
-        let n = buf.len().min((i.size - off) as usize);
+        let n = read_len(&i, off, buf.len());
         if n == 0 {
             return Ok(0);
         }
         // The pages under the state; the bytes outside it where the mapping allows.
         let first = off / PAGE;
         let pages = s.pages_of(ino, &i, first, (off + n as u64 - 1) / PAGE)?;
-        let mut pieces = Vec::with_capacity(pages.len());
-        let mut done = 0;
-        while done < n {
-            let pos = off + done as u64;
-            let inpg = pos % PAGE;
-            let k = (PAGE - inpg).min((n - done) as u64);
-            let p = pages[(pos / PAGE - first) as usize];
-            pieces.push(Piece {
-                at: (p != 0).then_some(p * PAGE + inpg),
-                range: done..done + k as usize,
-            });
-            done += k as usize;
-        }
+        let pieces = pieces(off, n, &pages);
         let Some(copy) = s.begin_copy(i.domain, false, n)? else {
             for pc in pieces {
                 match pc.at {
@@ -45,6 +33,39 @@ impl Pxfs {
             return Ok(n);
         };
         drop(s);
+        self.copy_out(copy, i.domain, pieces, buf).map(|()| n)
+    }
+
+    /// [`Pxfs::pread_ino`] of a file whose lease, inode and pages are cached, under
+    /// the state shared with the process's other threads (see `client::shared`);
+    /// `None` leaves the read to the exclusive path.
+    fn pread_cached(&self, ino: u64, off: u64, buf: &mut [u8]) -> Option<Result<usize>> {
+        let s = self.client.state_shared();
+        if !s.known_covered_shared(ino, false) {
+            return None;
+        }
+        let i = s.cached_inode(ino)?;
+        let n = read_len(&i, off, buf.len());
+        if n == 0 {
+            return Some(Ok(0));
+        }
+        let pages = s.cached_pages(ino, &i, off / PAGE, (off + n as u64 - 1) / PAGE)?;
+        let copy = s.shared_copy(i.domain, false, n)?;
+        drop(s);
+        Some(
+            self.copy_out(copy, i.domain, pieces(off, n, &pages), buf)
+                .map(|()| n),
+        )
+    }
+
+    /// Copies `pieces` of a file in domain `d` out into `buf`, outside the state.
+    fn copy_out(
+        &self,
+        copy: crate::client::Copy,
+        d: u16,
+        pieces: Vec<Piece>,
+        buf: &mut [u8],
+    ) -> Result<()> {
         let r = pieces.into_iter().try_for_each(|pc| match pc.at {
             Some(at) => copy.read(at, &mut buf[pc.range]),
             None => {
@@ -54,9 +75,9 @@ impl Pxfs {
         });
         drop(copy);
         if r.is_err() {
-            self.client.state().drop_mapping(i.domain);
+            self.client.state().drop_mapping(d);
         }
-        r.map(|()| n)
+        r
     }
 
     /// Writes data pages directly into the mapped domain; only new pages and a new size
@@ -153,6 +174,34 @@ static ZEROS: [u8; PAGE as usize] = [0; PAGE as usize];
 struct Piece {
     at: Option<u64>,
     range: std::ops::Range<usize>,
+}
+
+/// Bytes a read of `want` bytes at `off` of file `i` returns.
+fn read_len(i: &Inode, off: u64, want: usize) -> usize {
+    if off >= i.size {
+        return 0;
+    }
+    want.min((i.size - off) as usize)
+}
+
+/// The pieces of a read of `n` bytes at `off` of a file whose pages `off / PAGE..` are
+/// `pages`: where in the data space each page's part lies (None: a hole).
+fn pieces(off: u64, n: usize, pages: &[u64]) -> Vec<Piece> {
+    let first = off / PAGE;
+    let mut pieces = Vec::with_capacity(pages.len());
+    let mut done = 0;
+    while done < n {
+        let pos = off + done as u64;
+        let inpg = pos % PAGE;
+        let k = (PAGE - inpg).min((n - done) as u64);
+        let p = pages[(pos / PAGE - first) as usize];
+        pieces.push(Piece {
+            at: (p != 0).then_some(p * PAGE + inpg),
+            range: done..done + k as usize,
+        });
+        done += k as usize;
+    }
+    pieces
 }
 
 /// The stores of a write of `data` at byte `at` of a file of `size` bytes whose pages

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::apply::AttrChange;
-use crate::client::{Client, State};
+use crate::client::Client;
 use crate::dir;
 use crate::error::{FsError, Result};
 use crate::inode::{Kind, access};
@@ -169,6 +169,11 @@ impl Pxfs {
     }
 
     fn open_mode(&self, path: &str, flags: OpenFlags, mode: u32) -> Result<Fd> {
+        if !(flags.create && flags.exclusive)
+            && let Some(fd) = self.open_cached(path, flags)
+        {
+            return Ok(fd);
+        }
         let (parent, name, found) = self.client.resolve_parent(path)?;
         let ino = match found {
             Some(ino) if flags.create && flags.exclusive => {
@@ -194,6 +199,34 @@ impl Pxfs {
         s.note_open(ino);
         let seen = s.losses();
         drop(s);
+        Ok(self.new_fd(ino, flags, seen))
+    }
+
+    /// [`Pxfs::open`] of an existing file whose names, lease and inode are cached,
+    /// under the state shared with the process's other threads (see
+    /// `client::shared`); `None` leaves the open to the exclusive path, which also
+    /// words any refusal.
+    fn open_cached(&self, path: &str, flags: OpenFlags) -> Option<Fd> {
+        let s = self.client.state_shared();
+        let (_, _, ino) = self.client.resolve_cached(&s, path)?;
+        if !s.known_covered_shared(ino, flags.write || flags.truncate) {
+            return None;
+        }
+        let i = s.cached_inode(ino)?;
+        let (uid, gid) = s.cred();
+        let acc = access(uid, gid, i.uid, i.gid, i.mode);
+        let allowed = if flags.write { acc.write } else { acc.read };
+        if i.kind == Kind::Dir || !allowed || (flags.truncate && i.size != 0) {
+            return None;
+        }
+        s.note_open(ino);
+        let seen = s.losses();
+        drop(s);
+        Some(self.new_fd(ino, flags, seen))
+    }
+
+    /// A new descriptor of open file `ino`.
+    fn new_fd(&self, ino: u64, flags: OpenFlags, seen: u64) -> Fd {
         let mut n = self.next_fd.lock().unwrap();
         let fd = *n;
         *n += 1;
@@ -207,7 +240,7 @@ impl Pxfs {
                 seen,
             },
         );
-        Ok(Fd(fd))
+        Fd(fd)
     }
 
     fn shadow<T>(&self, fd: Fd, f: impl FnOnce(&mut Shadow) -> T) -> Result<T> {
@@ -297,6 +330,12 @@ impl Pxfs {
             .unwrap()
             .remove(&fd.0)
             .ok_or_else(|| FsError::BadHandle(format!("fd {} is not open", fd.0)))?;
+        // Most closes only count the file's opens down: the state shared will do.
+        let s = self.client.state_shared();
+        if s.note_close_locally(sh.ino) {
+            return s.lost_since(sh.seen).map_or(Ok(()), Err);
+        }
+        drop(s);
         let mut s = self.client.state();
         let r = s.note_close(sh.ino);
         match s.lost_since(sh.seen) {
@@ -312,7 +351,7 @@ impl Pxfs {
         &self,
         entries: &[(u64, &str)],
         objects: &[u64],
-    ) -> Result<std::sync::MutexGuard<'_, State>> {
+    ) -> Result<crate::client::StateGuard<'_>> {
         let mut keys: Vec<(u64, bool)> = entries
             .iter()
             .map(|&(d, name)| (self.client.entry_key(d, name), true))
