@@ -127,6 +127,9 @@ pub struct Outcome {
     /// For a local check ([`apply_batch_over`]): the unchanged pages it read and
     /// found sound, those it was handed included.
     pub clean: Clean,
+    /// Inodes the batch wrote, in the order written (an inode may appear more than
+    /// once): a client drops or refreshes what it cached of these alone.
+    pub written_inodes: Vec<u64>,
     /// Reserved inodes the batch consumed.
     pub used_inodes: Vec<u64>,
     /// Reserved data pages the batch consumed: (domain, first page, pages) per extent.
@@ -216,7 +219,9 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
             "inode {ino}: height {}",
             i.height
         );
-        self.txn.put_inode(ino, i).map_err(fs)
+        self.txn.put_inode(ino, i).map_err(fs)?;
+        self.out.written_inodes.push(ino);
+        Ok(())
     }
 
     /// A lease on `ino` or on any directory above it covers `ino`.

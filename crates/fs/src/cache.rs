@@ -51,30 +51,6 @@ struct PageGroup {
 }
 
 impl PageGroup {
-    /// Decodes afresh the cached inodes whose slots of inode-table page image `img`
-    /// differ from what the cache holds, dropping their page maps; an inode whose slot
-    /// no longer decodes goes.
-    fn refresh(&mut self, sb: &Superblock, img: &[u8]) {
-        let PageGroup { inodes, leaves } = self;
-        inodes.retain(|&ino, cached| {
-            let (_, off) = sb.inode_pos(ino);
-            match Inode::decode(&img[off..off + crate::inode::INODE_SIZE]) {
-                Ok(now) if now == *cached => true,
-                Ok(now) => {
-                    *cached = now;
-                    if let Some(m) = leaves.get_mut(&ino) {
-                        m.clear();
-                    }
-                    true
-                }
-                Err(_) => {
-                    leaves.remove(&ino);
-                    false
-                }
-            }
-        });
-    }
-
     /// Forgets every inode and page map of the group, keeping the tables' memory: an
     /// append changes its file's inode-table page, and the next append fills the
     /// same tables again (freeing and allocating them was three allocations a write).
@@ -235,31 +211,43 @@ impl MetaCache {
     }
 
     /// Brings what was read from metadata pages `pages`, which the client's own
-    /// recorded step changed, up to their new images (`images`, the overlay after the
-    /// step): a changed radix node goes, and of each changed inode-table page's group
-    /// only the inodes whose slots changed are decoded afresh, their page maps dropped
-    /// (every change of a file's tree rewrites its inode). The other inodes of the
-    /// page, and their maps, stay: forgetting the whole group meant that a KVFS put
-    /// or a log append made the next reads of some thirty other files take the
-    /// state alone to read their inodes again (`client::shared`). A page without an
-    /// image is forgotten as by [`MetaCache::forget_pages`].
-    pub fn refresh_pages(
+    /// recorded step changed, up to the step: a changed radix node goes, and of the
+    /// inodes the step wrote (`written`: only `Txn::put_inode` writes an inode slot)
+    /// each cached one is decoded afresh from its page's new image (`images`, the
+    /// overlay after the step) and loses its page map (every change of a file's tree
+    /// rewrites its inode). The other inodes of those pages, and their maps, stay:
+    /// forgetting a changed page's whole group meant that a KVFS put or a log append
+    /// made the next reads of some thirty other files take the state alone to read
+    /// their inodes again (`client::shared`).
+    pub fn refresh_written(
         &mut self,
         sb: &Superblock,
         pages: impl Iterator<Item = u64>,
+        written: &[u64],
         images: &FxHashMap<u64, PageBuf>,
     ) {
         for p in pages {
             self.radix_pages.remove(&p);
-            if !(sb.itable_first..sb.pool_first).contains(&p) {
-                continue;
-            }
-            let Some(g) = self.groups.get_mut(&(p - sb.itable_first)) else {
+        }
+        for &ino in written {
+            let Some(g) = self.groups.get_mut(&group_of(ino)) else {
                 continue;
             };
-            match images.get(&p) {
-                Some(img) => g.refresh(sb, &img[..]),
-                None => g.forget_all(),
+            if let Some(m) = g.leaves.get_mut(&ino) {
+                m.clear();
+            }
+            let Some(cached) = g.inodes.get_mut(&ino) else {
+                continue;
+            };
+            let (pno, off) = sb.inode_pos(ino);
+            let slot = images
+                .get(&pno)
+                .map(|img| &img[off..off + crate::inode::INODE_SIZE]);
+            match slot.map(Inode::decode) {
+                Some(Ok(now)) => *cached = now,
+                _ => {
+                    g.inodes.remove(&ino);
+                }
             }
         }
     }
@@ -327,11 +315,11 @@ mod tests {
         }
     }
 
-    /// Of a page the client's own step changed, only the inodes whose slots changed
-    /// are decoded afresh and lose their page maps; the other cached inodes of the
-    /// page keep theirs; a page with no image is forgotten whole.
+    /// Of the inodes on a page the client's own step changed, the ones it wrote are
+    /// decoded afresh and lose their page maps; the other cached inodes of the page
+    /// keep theirs; a written inode whose page has no image goes.
     #[test]
-    fn refreshing_a_changed_inode_page_keeps_the_inodes_it_did_not_change() {
+    fn a_step_refreshes_the_inodes_it_wrote_and_keeps_their_neighbours() {
         let sb = Superblock::plan(&Params::default()).unwrap();
         let (a, b) = (INODES_PER_PAGE + 3, INODES_PER_PAGE + 4);
         let (pno, _) = sb.inode_pos(a);
@@ -346,16 +334,17 @@ mod tests {
             i.encode(&mut img[off..off + INODE_SIZE]);
         }
         let images: FxHashMap<u64, PageBuf> = [(pno, img)].into_iter().collect();
-        c.refresh_pages(&sb, std::iter::once(pno), &images);
+        c.refresh_written(&sb, std::iter::once(pno), &[a], &images);
         assert_eq!(
             c.inode(a),
             Some(file(8192)),
-            "a changed slot is read afresh"
+            "a written inode is read afresh"
         );
-        assert_eq!(c.leaf(a, 0), None, "a changed inode's page map goes");
-        assert_eq!(c.inode(b), Some(file(4096)), "an unchanged inode stays");
+        assert_eq!(c.leaf(a, 0), None, "a written inode's page map goes");
+        assert_eq!(c.inode(b), Some(file(4096)), "an inode not written stays");
         assert_eq!(c.leaf(b, 0), Some(100 + b), "with its page map");
-        c.refresh_pages(&sb, std::iter::once(pno), &FxHashMap::default());
-        assert_eq!(c.inode(b), None, "a page with no image is forgotten whole");
+        c.refresh_written(&sb, std::iter::once(pno), &[b], &FxHashMap::default());
+        assert_eq!(c.inode(b), None, "a written inode with no image goes");
+        assert_eq!(c.inode(a), Some(file(8192)), "and only that one");
     }
 }

@@ -419,8 +419,9 @@ impl State {
         // client's own check of that later batch did not choose (the service places
         // pages from its own cursor). A cached copy would then show the old file's
         // page map under the new file (tests/freed_radix_pages.rs).
+        let changed = out.changed.iter().copied();
         self.cache
-            .refresh_pages(&sb, out.changed.iter().copied(), &out.changes);
+            .refresh_written(&sb, changed, &out.written_inodes, &out.changes);
         self.cache
             .forget_pages(&sb, out.freed_meta_pages.iter().copied());
         self.batch_pages.extend(out.changed.iter().copied());

@@ -169,7 +169,9 @@ impl Pxfs {
     }
 
     fn open_mode(&self, path: &str, flags: OpenFlags, mode: u32) -> Result<Fd> {
-        if !(flags.create && flags.exclusive)
+        // A create is not tried from the caches: its name is new, so the walk there
+        // would miss at its end and be paid twice.
+        if !flags.create
             && let Some(fd) = self.open_cached(path, flags)
         {
             return Ok(fd);
