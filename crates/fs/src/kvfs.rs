@@ -270,12 +270,9 @@ impl Kvfs {
             return Ok(true);
         };
         drop(s);
-        let r = copy.read(i.root * PAGE, buf);
-        drop(copy);
-        if r.is_err() {
-            self.client.state().drop_mapping(i.domain);
-        }
-        r.map(|()| true)
+        self.client
+            .read_outside(copy, i.domain, |c| c.read(i.root * PAGE, buf))
+            .map(|()| true)
     }
 
     /// [`Kvfs::get_into`] of a key whose bucket lease, name and inode are cached, under
@@ -293,11 +290,9 @@ impl Kvfs {
         let copy = s.shared_copy(i.domain, false, i.size as usize)?;
         drop(s);
         buf.resize(i.size as usize, 0);
-        let r = copy.read(i.root * PAGE, buf);
-        drop(copy);
-        if r.is_err() {
-            self.client.state().drop_mapping(i.domain);
-        }
+        let r = self
+            .client
+            .read_outside(copy, i.domain, |c| c.read(i.root * PAGE, buf));
         Some(r.map(|()| true))
     }
 

@@ -210,10 +210,8 @@ fn shared_cutter(fs: &Pxfs, stop: &AtomicBool) -> Result<(), String> {
 
 #[test]
 fn threads_sharing_a_mount_never_see_a_page_change_files_under_a_copy() {
-    let tmp = shm();
-    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
-    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
-    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    let (tmp, svc) = serve();
+    let sock = tmp.path().join("sock");
     let fs = Pxfs::mount(&sock).unwrap();
     let fd = fs.create("/shared", 0o644).unwrap();
     fs.close(fd).unwrap();
@@ -260,6 +258,15 @@ fn shm() -> tempfile::TempDir {
     tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs on Linux")
 }
 
+/// A fresh volume in a scratch directory on tmpfs, served on its `sock`.
+fn serve() -> (tempfile::TempDir, service::Handle) {
+    let tmp = shm();
+    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
+    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
+    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    (tmp, svc)
+}
+
 /// A mount with `/f` of `pages` pages written and synced; the file's domain.
 fn mount_with_file(sock: &std::path::Path, pages: usize) -> (Pxfs, u16) {
     let fs = Pxfs::mount(sock).unwrap();
@@ -272,34 +279,18 @@ fn mount_with_file(sock: &std::path::Path, pages: usize) -> (Pxfs, u16) {
     (fs, d)
 }
 
-/// Runs `f` on another thread while `copy` (a copy in flight) is held for a while,
-/// then lets the copy go; returns whether `f` had finished before that.
-fn finished_during_copy(copy: pmlab_fs::client::Copy, f: impl FnOnce() + Send) -> bool {
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let h = s.spawn(|| {
-            f();
-            done.store(true, Ordering::SeqCst);
-        });
-        // Long enough for a request the gate does not hold back to go through; the
-        // correct code never finishes here, however long the wait.
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        let early = done.load(Ordering::SeqCst);
-        drop(copy);
-        h.join().unwrap();
-        early
-    })
-}
+/// How long a test waits for an operation that must not finish while something is
+/// held: long enough for one the code under test does not hold back to go through;
+/// the correct code never finishes here, however long the wait.
+const NEVER: Duration = Duration::from_millis(300);
 
 /// The gate itself, deterministically: with a copy of a file's pages in flight, a
 /// batch that frees them is not sent, and the lease is not given to another client,
 /// until the copy ends.
 #[test]
 fn requests_that_free_pages_wait_for_the_copies_in_flight() {
-    let tmp = shm();
-    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
-    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
-    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    let (tmp, svc) = serve();
+    let sock = tmp.path().join("sock");
     let (fs, d) = mount_with_file(&sock, 8);
     // A truncate that frees the pages, then the sync that would ship it.
     let copy = fs
@@ -309,7 +300,7 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
         .unwrap()
         .expect("mapped");
     fs.truncate("/f", 0).unwrap();
-    let early = finished_during_copy(copy, || fs.sync().unwrap());
+    let early = finishes_while_held(copy, NEVER, || fs.sync().unwrap());
     assert!(
         !early,
         "the batch freeing /f's pages was sent with a copy of them in flight"
@@ -333,7 +324,7 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
         .begin_copy(d, false, usize::MAX)
         .unwrap()
         .expect("mapped");
-    let early = finished_during_copy(copy, || {
+    let early = finishes_while_held(copy, NEVER, || {
         let fd = other
             .open(
                 "/f",
@@ -364,7 +355,7 @@ fn finishes_while_held<T>(held: T, patience: Duration, f: impl FnOnce() + Send) 
         });
         let until = std::time::Instant::now() + patience;
         while !done.load(Ordering::SeqCst) && std::time::Instant::now() < until {
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            std::thread::sleep(Duration::from_millis(1));
         }
         let finished = done.load(Ordering::SeqCst);
         drop(held);
@@ -389,17 +380,14 @@ fn read_whole(fs: &Pxfs) -> Vec<u8> {
 /// needs the state alone and waits.
 #[test]
 fn cached_reads_share_the_state_and_writes_wait_for_it() {
-    let tmp = shm();
-    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
-    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
-    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    let (tmp, svc) = serve();
+    let sock = tmp.path().join("sock");
     let (fs, _) = mount_with_file(&sock, 8);
     let want = words(7, 0, 8 * 4096);
     assert_eq!(read_whole(&fs), want, "the first read fills the caches");
-    // Bounds on liveness, not timings: a cached read finishes in microseconds, and
-    // one that needs the state alone waits for `held` however long this waits; a
-    // create never finishes while it is held.
-    let (live, never) = (Duration::from_secs(20), Duration::from_millis(300));
+    // A bound on liveness, not a timing: a cached read finishes in microseconds, and
+    // one that needs the state alone waits for `held` however long this waits.
+    let live = Duration::from_secs(20);
     let held = fs.client().state_shared();
     let read = finishes_while_held(held, live, || assert_eq!(read_whole(&fs), want));
     assert!(
@@ -420,7 +408,7 @@ fn cached_reads_share_the_state_and_writes_wait_for_it() {
     );
 
     let held = fs.client().state_shared();
-    let wrote = finishes_while_held(held, never, || {
+    let wrote = finishes_while_held(held, NEVER, || {
         let fd = fs.create("/g", 0o644).unwrap();
         fs.write(fd, b"x").unwrap();
         fs.close(fd).unwrap();

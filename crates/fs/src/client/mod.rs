@@ -185,6 +185,24 @@ impl Client {
         state::lock(&self.state)
     }
 
+    /// Runs `read` (copies out of domain `d`'s data space) on `copy` outside the state,
+    /// then lets the copy go. If `read` failed (another client cut the space short
+    /// under the mapping), the mapping is dropped so that the next access maps it
+    /// afresh.
+    pub fn read_outside<T>(
+        &self,
+        copy: Copy,
+        d: u16,
+        read: impl FnOnce(&Copy) -> Result<T>,
+    ) -> Result<T> {
+        let r = read(&copy);
+        drop(copy);
+        if r.is_err() {
+            self.state().drop_mapping(d);
+        }
+        r
+    }
+
     /// Makes sure the client holds a lease covering `key`, shipping its journal first
     /// (a new lease may make other clients' changes visible, which the overlay would
     /// hide), and returns the locked state with the lease held.

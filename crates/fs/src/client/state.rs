@@ -58,26 +58,29 @@ pub type SharedState<'a> = std::sync::RwLockReadGuard<'a, State>;
 /// better; yielding only while fewer threads yield than there are processors lost the
 /// gain.
 pub(super) fn lock(m: &StateLock) -> StateGuard<'_> {
-    for _ in 0..LOCK_YIELDS {
-        match m.try_write() {
-            Ok(g) => return g,
-            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
-        }
-    }
-    m.write().unwrap_or_else(|e| e.into_inner())
+    yielding(|| m.try_write(), || m.write())
 }
 
 /// Locks the state shared with other readers, as [`lock`] does.
 pub(super) fn lock_shared(m: &StateLock) -> SharedState<'_> {
+    yielding(|| m.try_read(), || m.read())
+}
+
+/// A guard from `try_take`, tried again after each of [`LOCK_YIELDS`] yields, then
+/// from `take`, which sleeps. A caller that panicked holding the state leaves it as
+/// consistent as any operation's early return would, so poisoning is ignored.
+fn yielding<G>(
+    try_take: impl Fn() -> std::sync::TryLockResult<G>,
+    take: impl FnOnce() -> std::sync::LockResult<G>,
+) -> G {
     for _ in 0..LOCK_YIELDS {
-        match m.try_read() {
+        match try_take() {
             Ok(g) => return g,
             Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
         }
     }
-    m.read().unwrap_or_else(|e| e.into_inner())
+    take().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The open-file table, locked (a panic elsewhere leaves it consistent: every change

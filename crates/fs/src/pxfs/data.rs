@@ -66,18 +66,15 @@ impl Pxfs {
         pieces: Vec<Piece>,
         buf: &mut [u8],
     ) -> Result<()> {
-        let r = pieces.into_iter().try_for_each(|pc| match pc.at {
-            Some(at) => copy.read(at, &mut buf[pc.range]),
-            None => {
-                buf[pc.range].fill(0);
-                Ok(())
-            }
-        });
-        drop(copy);
-        if r.is_err() {
-            self.client.state().drop_mapping(d);
-        }
-        r
+        self.client.read_outside(copy, d, |copy| {
+            pieces.into_iter().try_for_each(|pc| match pc.at {
+                Some(at) => copy.read(at, &mut buf[pc.range]),
+                None => {
+                    buf[pc.range].fill(0);
+                    Ok(())
+                }
+            })
+        })
     }
 
     /// Writes data pages directly into the mapped domain; only new pages and a new size
