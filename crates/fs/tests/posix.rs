@@ -197,6 +197,18 @@ fn timestamps_follow_changes() {
         s1.mtime > s0.mtime && s1.ctime > s0.ctime,
         "{s0:?} then {s1:?}"
     );
+    // An overwrite in place (no new page, no new size) stamps the file too.
+    pause();
+    fs.pwrite(fd, 0, b"LATER").unwrap();
+    fs.fsync(fd).unwrap();
+    let s1 = {
+        let s = fs.stat("/t").unwrap();
+        assert!(
+            s.size == s1.size && s.mtime > s1.mtime && s.ctime > s1.ctime,
+            "an overwrite in place: {s1:?} then {s:?}"
+        );
+        s
+    };
     pause();
     fs.chmod("/t", 0o600).unwrap();
     let s2 = fs.stat("/t").unwrap();

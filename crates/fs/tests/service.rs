@@ -186,8 +186,13 @@ fn cached_reads_see_another_clients_changes_after_the_lease_moves() {
             assert_eq!(read(&a, "/f"), b"first f");
             assert_eq!(read(&a, "/g"), b"first g");
             assert_eq!(kv_a.get("k").unwrap().unwrap(), b"first k");
+            assert_eq!(a.stat("/g").unwrap().size, 7);
         }
+        let old_g = a.stat("/g").unwrap().ino;
+        let old_f = a.stat("/f").unwrap().mtime;
         let b = Pxfs::mount(&r.sock).unwrap();
+        // Past the granule of an overwrite's timestamps (a millisecond).
+        std::thread::sleep(std::time::Duration::from_millis(3));
         let fd = b
             .open(
                 "/f",
@@ -207,6 +212,17 @@ fn cached_reads_see_another_clients_changes_after_the_lease_moves() {
         kv_b.put("k", b"second k").unwrap();
         b.sync().unwrap();
         kv_b.sync().unwrap();
+        let nf = a.stat("/f").unwrap();
+        assert!(
+            nf.mtime > old_f,
+            "a stat of /f after B wrote it: {old_f} then {nf:?}"
+        );
+        let g = a.stat("/g").unwrap();
+        assert_eq!(
+            (g.size, g.ino != old_g),
+            (16, true),
+            "a stat of /g after the rename"
+        );
         assert_eq!(read(&a, "/f"), b"secondf");
         assert_eq!(read(&a, "/g"), b"h renamed over g");
         assert_eq!(kv_a.get("k").unwrap().unwrap(), b"second k");

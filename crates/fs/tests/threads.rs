@@ -374,7 +374,7 @@ fn read_whole(fs: &Pxfs) -> Vec<u8> {
     buf
 }
 
-/// Opens, reads and closes of files whose leases, names, inodes and pages libFS has
+/// Opens, reads, stats and closes of files whose leases, names, inodes and pages libFS has
 /// cached take its state shared (`client::shared`), as KVFS gets do: with one thread
 /// holding the state shared, another thread's cached read runs to the end. A write
 /// needs the state alone and waits.
@@ -393,6 +393,14 @@ fn cached_reads_share_the_state_and_writes_wait_for_it() {
     assert!(
         read,
         "a cached read waited for a thread holding the state shared"
+    );
+    let held = fs.client().state_shared();
+    let stat = finishes_while_held(held, live, || {
+        assert_eq!(fs.stat("/f").unwrap().size, want.len() as u64)
+    });
+    assert!(
+        stat,
+        "a cached stat waited for a thread holding the state shared"
     );
 
     let kv = pmlab_fs::kvfs::Kvfs::open(&sock, "/kv", 0o644).unwrap();

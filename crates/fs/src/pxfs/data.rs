@@ -111,6 +111,10 @@ impl Pxfs {
         let (mut ops, runs) = map_holes(&mut s, ino, i.domain, first, &mut filled)?;
         if end > i.size {
             ops.push(Op::SetSize { ino, size: end });
+        } else if ops.is_empty() && stamp_due(&i) {
+            // An overwrite in place changes no metadata but its timestamps: a size set
+            // to what it is stamps the file's mtime and ctime.
+            ops.push(Op::SetSize { ino, size: i.size });
         }
         let stores = data_stores(&filled, &pages, at, i.size, data, &ZEROS);
         let d = i.domain;
@@ -160,6 +164,16 @@ impl Pxfs {
         }
         Ok(end)
     }
+}
+
+/// How old a file's mtime may be before an overwrite in place stamps it again. The
+/// kernel stamps a write with a clock that moves once a tick (a millisecond or a few);
+/// stamping every overwrite would record and ship an operation for each 4 KiB write.
+const STAMP_GRANULE_NS: u64 = 1_000_000;
+
+/// Whether an overwrite of file `i` must stamp its timestamps now.
+fn stamp_due(i: &Inode) -> bool {
+    crate::mkfs::now_ns().saturating_sub(i.mtime) >= STAMP_GRANULE_NS
 }
 
 /// A page of zeros that stores of new pages' unwritten parts copy from (a static one:

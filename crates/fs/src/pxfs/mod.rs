@@ -15,7 +15,7 @@ use crate::apply::AttrChange;
 use crate::client::Client;
 use crate::dir;
 use crate::error::{FsError, Result};
-use crate::inode::{Kind, access};
+use crate::inode::{Inode, Kind, access};
 use crate::journal::Op;
 
 mod data;
@@ -62,6 +62,21 @@ pub struct Stat {
     /// Last change of the inode (contents, names, attributes), nanoseconds since the
     /// Unix epoch, by the service's clock.
     pub ctime: u64,
+}
+
+/// What `stat` reports of inode `ino`, whose attributes are `i`.
+fn stat_of(ino: u64, i: &Inode) -> Stat {
+    Stat {
+        ino,
+        kind: i.kind,
+        size: i.size,
+        mode: i.mode,
+        uid: i.uid,
+        gid: i.gid,
+        nlink: i.nlink,
+        mtime: i.mtime,
+        ctime: i.ctime,
+    }
 }
 
 struct Shadow {
@@ -542,8 +557,23 @@ impl Pxfs {
 
     /// Attributes of a path.
     pub fn stat(&self, path: &str) -> Result<Stat> {
+        if let Some(st) = self.stat_cached(path) {
+            return Ok(st);
+        }
         let ino = self.client.resolve(path)?;
         self.stat_ino(ino)
+    }
+
+    /// [`Pxfs::stat`] from the caches under the shared state (see `client::shared`),
+    /// beside the process's other cached reads: `None` if a lease, name or inode on the
+    /// way is not known, and the state is then taken alone as before.
+    fn stat_cached(&self, path: &str) -> Option<Stat> {
+        let s = self.client.state_shared();
+        let (_, _, ino) = self.client.resolve_cached(&s, path)?;
+        if !s.known_covered_shared(ino, false) {
+            return None;
+        }
+        Some(stat_of(ino, &s.cached_inode(ino)?))
     }
 
     /// Attributes of an open file.
@@ -554,18 +584,7 @@ impl Pxfs {
 
     fn stat_ino(&self, ino: u64) -> Result<Stat> {
         let mut s = self.client.leased(ino, false)?;
-        let i = s.inode(ino)?;
-        Ok(Stat {
-            ino,
-            kind: i.kind,
-            size: i.size,
-            mode: i.mode,
-            uid: i.uid,
-            gid: i.gid,
-            nlink: i.nlink,
-            mtime: i.mtime,
-            ctime: i.ctime,
-        })
+        Ok(stat_of(ino, &s.inode(ino)?))
     }
 
     /// Ships every pending metadata operation; reports, once, a loss of acknowledged
