@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::Thread;
 use std::time::Duration;
 
@@ -94,6 +94,8 @@ pub(crate) struct Conn {
     next_id: AtomicU64,
     /// The leases this client holds.
     pub leases: Mutex<LeaseTable>,
+    /// The table's count of losses ([`LeaseTable::losses_counter`]).
+    lease_losses: Arc<AtomicU64>,
     /// Directories where other clients took leases back lately.
     pub contention: super::granularity::Contention,
     /// Revocations answered so far.
@@ -112,17 +114,25 @@ fn refusal(kind: ErrKind, msg: String) -> FsError {
 
 impl Conn {
     pub fn new(sock: UnixStream, rings: Rings) -> Conn {
+        let leases = LeaseTable::default();
         Conn {
+            lease_losses: leases.losses_counter(),
             sock,
             rings,
             ring_in: Mutex::new(RingReader::default()),
             send_lock: Mutex::new(()),
             recv: Mutex::new(Recv::default()),
             next_id: AtomicU64::new(1),
-            leases: Mutex::new(LeaseTable::default()),
+            leases: Mutex::new(leases),
             contention: Default::default(),
             revocations: AtomicU64::new(0),
         }
+    }
+
+    /// [`LeaseTable::losses`] without the table's lock: a value the count had at some
+    /// point during the call, as a read under the lock gives.
+    pub fn lease_losses(&self) -> u64 {
+        self.lease_losses.load(Ordering::SeqCst)
     }
 
     /// Requests sent so far.

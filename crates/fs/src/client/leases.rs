@@ -7,13 +7,18 @@
 //! the table is changed only through methods that count what it loses, so no path
 //! can take a lease away and leave a stale yes behind.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rustc_hash::FxHashMap;
 
 /// Leases held: key -> (exclusive, grant number), with a count of losses.
 #[derive(Default)]
 pub struct LeaseTable {
     held: FxHashMap<u64, (bool, u64)>,
-    losses: u64,
+    /// Shared with [`LeaseTable::losses_counter`]'s holders, who read it without the
+    /// table's lock (a cached read asks for it once per name it walks).
+    losses: Arc<AtomicU64>,
 }
 
 impl LeaseTable {
@@ -39,27 +44,37 @@ impl LeaseTable {
         if let Some((true, _)) = self.held.insert(key, lease)
             && !lease.0
         {
-            self.losses += 1;
+            self.lose();
         }
     }
 
     /// Gives up the lease on `key`.
     pub fn remove(&mut self, key: &u64) {
         if self.held.remove(key).is_some() {
-            self.losses += 1;
+            self.lose();
         }
     }
 
     /// Gives up every lease.
     pub fn clear(&mut self) {
         self.held.clear();
-        self.losses += 1;
+        self.lose();
+    }
+
+    /// Counts a loss, after the table changed.
+    fn lose(&self) {
+        self.losses.fetch_add(1, Ordering::SeqCst);
     }
 
     /// How many times a lease was lost or weakened: cover found at one count still
     /// holds while the count stays the same.
     pub fn losses(&self) -> u64 {
-        self.losses
+        self.losses.load(Ordering::SeqCst)
+    }
+
+    /// The count of losses itself, to read without the table's lock.
+    pub fn losses_counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.losses)
     }
 }
 

@@ -23,8 +23,8 @@ impl State {
     /// Whether the client's leases are known to cover `key` (exclusively, if
     /// `exclusive`) without walking anything.
     pub fn known_covered_shared(&self, key: u64, exclusive: bool) -> bool {
-        let l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
-        self.cache.is_covered_as_of(l.losses(), key, exclusive)
+        self.cache
+            .is_covered_as_of(self.conn.lease_losses(), key, exclusive)
     }
 
     /// Inode `ino`, if cached.

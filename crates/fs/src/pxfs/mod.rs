@@ -7,7 +7,6 @@
 //! opening and closing it normally need no call into the service; the service frees an
 //! unlinked file when the last opener closes it or dies.
 
-use rustc_hash::FxHashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -19,7 +18,9 @@ use crate::inode::{Inode, Kind, access};
 use crate::journal::Op;
 
 mod data;
+mod fds;
 use data::zero_gap;
+use fds::{FdTable, Shadow};
 
 /// An open file of a [`Pxfs`] mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,21 +80,10 @@ fn stat_of(ino: u64, i: &Inode) -> Stat {
     }
 }
 
-struct Shadow {
-    ino: u64,
-    offset: u64,
-    append: bool,
-    write: bool,
-    /// Losses of acknowledged operations this open file has reported (or that
-    /// happened before it was opened): each is reported once per open file.
-    seen: u64,
-}
-
 /// A PXFS mount.
 pub struct Pxfs {
     client: Client,
-    files: Mutex<FxHashMap<u32, Shadow>>,
-    next_fd: Mutex<u32>,
+    files: FdTable,
     /// Losses the mount's own [`Pxfs::sync`] has reported.
     seen: Mutex<u64>,
 }
@@ -103,8 +93,7 @@ impl Pxfs {
     pub fn mount(socket: &Path) -> Result<Pxfs> {
         Ok(Pxfs {
             client: Client::connect(socket)?,
-            files: Mutex::new(FxHashMap::default()),
-            next_fd: Mutex::new(3),
+            files: FdTable::new(),
             seen: Mutex::new(0),
         })
     }
@@ -244,28 +233,17 @@ impl Pxfs {
 
     /// A new descriptor of open file `ino`.
     fn new_fd(&self, ino: u64, flags: OpenFlags, seen: u64) -> Fd {
-        let mut n = self.next_fd.lock().unwrap();
-        let fd = *n;
-        *n += 1;
-        self.files.lock().unwrap().insert(
-            fd,
-            Shadow {
-                ino,
-                offset: 0,
-                append: flags.append,
-                write: flags.write,
-                seen,
-            },
-        );
-        Fd(fd)
+        self.files.insert(Shadow {
+            ino,
+            offset: 0,
+            append: flags.append,
+            write: flags.write,
+            seen,
+        })
     }
 
     fn shadow<T>(&self, fd: Fd, f: impl FnOnce(&mut Shadow) -> T) -> Result<T> {
-        let mut files = self.files.lock().unwrap();
-        let sh = files
-            .get_mut(&fd.0)
-            .ok_or_else(|| FsError::BadHandle(format!("fd {} is not open", fd.0)))?;
-        Ok(f(sh))
+        self.files.with(fd, f)
     }
 
     /// Reads at the file offset, advancing it.
@@ -341,12 +319,7 @@ impl Pxfs {
     /// Closes an open file; reports a loss of acknowledged operations since it was
     /// opened that no fsync of it reported (EIO, [`FsError::Lost`]).
     pub fn close(&self, fd: Fd) -> Result<()> {
-        let sh = self
-            .files
-            .lock()
-            .unwrap()
-            .remove(&fd.0)
-            .ok_or_else(|| FsError::BadHandle(format!("fd {} is not open", fd.0)))?;
+        let sh = self.files.remove(fd)?;
         // Most closes only count the file's opens down: the state shared will do.
         let s = self.client.state_shared();
         if s.note_close_locally(sh.ino) {
