@@ -89,4 +89,15 @@ impl Client {
         }
         None
     }
+
+    /// The object at `path` and its inode, from the caches under the shared state `s`,
+    /// if the walk there ([`Client::resolve_cached`]), a lease known to cover the object
+    /// (exclusively, if `exclusive`) and its inode are all cached.
+    pub fn cached_object(&self, s: &State, path: &str, exclusive: bool) -> Option<(u64, Inode)> {
+        let (_, _, ino) = self.resolve_cached(s, path)?;
+        if !s.known_covered_shared(ino, exclusive) {
+            return None;
+        }
+        Some((ino, s.cached_inode(ino)?))
+    }
 }

@@ -214,11 +214,9 @@ impl Pxfs {
     /// words any refusal.
     fn open_cached(&self, path: &str, flags: OpenFlags) -> Option<Fd> {
         let s = self.client.state_shared();
-        let (_, _, ino) = self.client.resolve_cached(&s, path)?;
-        if !s.known_covered_shared(ino, flags.write || flags.truncate) {
-            return None;
-        }
-        let i = s.cached_inode(ino)?;
+        let (ino, i) = self
+            .client
+            .cached_object(&s, path, flags.write || flags.truncate)?;
         let (uid, gid) = s.cred();
         let acc = access(uid, gid, i.uid, i.gid, i.mode);
         let allowed = if flags.write { acc.write } else { acc.read };
@@ -242,27 +240,25 @@ impl Pxfs {
         })
     }
 
-    fn shadow<T>(&self, fd: Fd, f: impl FnOnce(&mut Shadow) -> T) -> Result<T> {
-        self.files.with(fd, f)
-    }
-
     /// Reads at the file offset, advancing it.
     pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        let (ino, off) = self.shadow(fd, |s| (s.ino, s.offset))?;
+        let (ino, off) = self.files.with(fd, |s| (s.ino, s.offset))?;
         let n = self.pread_ino(ino, off, buf)?;
-        self.shadow(fd, |s| s.offset = off + n as u64)?;
+        self.files.with(fd, |s| s.offset = off + n as u64)?;
         Ok(n)
     }
 
     /// Reads at `off` without moving the offset.
     pub fn pread(&self, fd: Fd, off: u64, buf: &mut [u8]) -> Result<usize> {
-        let ino = self.shadow(fd, |s| s.ino)?;
+        let ino = self.files.with(fd, |s| s.ino)?;
         self.pread_ino(ino, off, buf)
     }
 
     /// Writes at the file offset (at the end, for append), advancing it.
     pub fn write(&self, fd: Fd, data: &[u8]) -> Result<usize> {
-        let (ino, off, append, w) = self.shadow(fd, |s| (s.ino, s.offset, s.append, s.write))?;
+        let (ino, off, append, w) = self
+            .files
+            .with(fd, |s| (s.ino, s.offset, s.append, s.write))?;
         if !w {
             return Err(FsError::BadHandle(format!(
                 "fd {} is not open for writing",
@@ -270,13 +266,13 @@ impl Pxfs {
             )));
         }
         let end = self.pwrite_ino(ino, if append { None } else { Some(off) }, data)?;
-        self.shadow(fd, |s| s.offset = end)?;
+        self.files.with(fd, |s| s.offset = end)?;
         Ok(data.len())
     }
 
     /// Writes at `off` without moving the offset.
     pub fn pwrite(&self, fd: Fd, off: u64, data: &[u8]) -> Result<usize> {
-        let (ino, w) = self.shadow(fd, |s| (s.ino, s.write))?;
+        let (ino, w) = self.files.with(fd, |s| (s.ino, s.write))?;
         if !w {
             return Err(FsError::BadHandle(format!(
                 "fd {} is not open for writing",
@@ -303,13 +299,13 @@ impl Pxfs {
     /// opened or last reported (EIO, [`FsError::Lost`]), as the kernel reports writeback
     /// errors.
     pub fn fsync(&self, fd: Fd) -> Result<()> {
-        let seen = self.shadow(fd, |s| s.seen)?;
+        let seen = self.files.with(fd, |s| s.seen)?;
         let r = self.client.sync();
         let (lost, now) = {
             let s = self.client.state();
             (s.lost_since(seen), s.losses())
         };
-        self.shadow(fd, |s| s.seen = now)?;
+        self.files.with(fd, |s| s.seen = now)?;
         match lost {
             Some(e) => Err(e),
             None => r,
@@ -542,16 +538,13 @@ impl Pxfs {
     /// way is not known, and the state is then taken alone as before.
     fn stat_cached(&self, path: &str) -> Option<Stat> {
         let s = self.client.state_shared();
-        let (_, _, ino) = self.client.resolve_cached(&s, path)?;
-        if !s.known_covered_shared(ino, false) {
-            return None;
-        }
-        Some(stat_of(ino, &s.cached_inode(ino)?))
+        let (ino, i) = self.client.cached_object(&s, path, false)?;
+        Some(stat_of(ino, &i))
     }
 
     /// Attributes of an open file.
     pub fn fstat(&self, fd: Fd) -> Result<Stat> {
-        let ino = self.shadow(fd, |s| s.ino)?;
+        let ino = self.files.with(fd, |s| s.ino)?;
         self.stat_ino(ino)
     }
 
