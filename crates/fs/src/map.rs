@@ -464,6 +464,19 @@ impl Map {
 /// A read-only view: only reads are possible.
 pub struct ReadOnly(pub Map);
 
+/// A read-only view of a map borrowed shared: reads need no exclusive hold of it
+/// ([`Map::read_at`] copies through the raw mapping).
+pub struct SharedReader<'a>(pub &'a Map);
+
+impl MediaRead for SharedReader<'_> {
+    fn media_size(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn media_read(&mut self, addr: Addr, buf: &mut [u8]) -> std::result::Result<(), SpineError> {
+        self.0.read_at(addr, buf)
+    }
+}
+
 impl MediaRead for ReadOnly {
     fn media_size(&self) -> u64 {
         self.0.len() as u64

@@ -428,3 +428,105 @@ fn cached_reads_share_the_state_and_writes_wait_for_it() {
     drop((fs, kv));
     svc.stop().unwrap();
 }
+
+/// A first open and read of a file whose inode and page map libFS has not cached run
+/// under the state shared, reading the mapping, while another thread holds the state:
+/// taking the state alone to fill the caches would wait for every reader of the
+/// process first (webserver x100's first opens of its files did).
+#[test]
+fn first_reads_read_the_mapping_while_another_thread_holds_the_state() {
+    let (tmp, svc) = serve();
+    let sock = tmp.path().join("sock");
+    let fs = Pxfs::mount(&sock).unwrap();
+    let want = words(9, 0, 8 * 4096);
+    fs.mkdir("/d", 0o755).unwrap();
+    for name in ["/d/f", "/d/g"] {
+        let fd = fs.create(name, 0o644).unwrap();
+        fs.write(fd, &want).unwrap();
+        fs.close(fd).unwrap();
+    }
+    fs.sync().unwrap();
+    // A look at /d/g finds the directory's lease covering its names, as a web
+    // server's reads find it covering a file's neighbours.
+    fs.stat("/d/g").unwrap();
+    let ino = {
+        let s = fs.client().state_shared();
+        let d = s
+            .cached_lookup(pmlab_fs::layout::ROOT_INO, "d")
+            .expect("name cached");
+        let ino = s.cached_lookup(d, "f").expect("name cached");
+        // What makes this test about the mapping: the ship took the inode's page.
+        assert_eq!(s.cached_inode(ino), None, "the inode is still cached");
+        ino
+    };
+    let live = Duration::from_secs(20);
+    let held = fs.client().state_shared();
+    let read = finishes_while_held(held, live, || {
+        let fd = fs.open("/d/f", OpenFlags::default()).unwrap();
+        let mut buf = vec![0u8; 16 * 4096];
+        let n = fs.read(fd, &mut buf).unwrap();
+        fs.close(fd).unwrap();
+        assert_eq!(&buf[..n], &want[..]);
+    });
+    assert!(
+        read,
+        "a first read waited for a thread holding the state shared"
+    );
+    let held = fs.client().state_shared();
+    let stat = finishes_while_held(held, live, || {
+        assert_eq!(fs.stat("/d/f").unwrap().size, want.len() as u64)
+    });
+    assert!(
+        stat,
+        "a first stat waited for a thread holding the state shared"
+    );
+    assert_eq!(
+        fs.client().state_shared().cached_inode(ino),
+        None,
+        "what was read while the state was held went into the caches"
+    );
+    drop(fs);
+    svc.stop().unwrap();
+}
+
+/// What a reader found in the mapping under the shared state is cached afterwards only
+/// if no one held the state alone in between: a change made in between (a write of the
+/// file, a lease given back) may have made it stale.
+#[test]
+fn reads_from_the_mapping_are_cached_only_if_nothing_changed_since() {
+    let (tmp, svc) = serve();
+    let sock = tmp.path().join("sock");
+    let fs = Pxfs::mount(&sock).unwrap();
+    let fd = fs.create("/f", 0o644).unwrap();
+    fs.write(fd, &words(9, 0, 4096)).unwrap();
+    fs.close(fd).unwrap();
+    fs.sync().unwrap();
+    let (ino, inode, holds) = {
+        let s = fs.client().state_shared();
+        let ino = s.cached_lookup(pmlab_fs::layout::ROOT_INO, "f").unwrap();
+        assert_eq!(s.cached_inode(ino), None, "the inode is still cached");
+        let inode = s
+            .inode_within(ino, pmlab_fs::client::Reach::Mapping)
+            .expect("readable from the mapping");
+        (ino, inode, s.holds())
+    };
+    drop(fs.client().state());
+    fs.client().remember(holds, ino, &inode, None);
+    assert_eq!(
+        fs.client().state_shared().cached_inode(ino),
+        None,
+        "an inode read before an exclusive hold was cached after it"
+    );
+    let holds = fs.client().state_shared().holds();
+    fs.client().remember(holds, ino, &inode, Some((0, &[0])));
+    let s = fs.client().state_shared();
+    assert_eq!(
+        s.cached_inode(ino),
+        Some(inode),
+        "nothing came between, yet not cached"
+    );
+    assert_eq!(s.cached_pages(ino, &inode, 0, 0), Some(vec![0]));
+    drop(s);
+    drop(fs);
+    svc.stop().unwrap();
+}

@@ -41,6 +41,7 @@ mod state;
 pub use copies::{COPY_OUTSIDE_MIN, Copy};
 pub use granularity::CONTENDED_FOR;
 pub use reserve::ExtentAsk;
+pub use shared::{Reach, Reader};
 pub use state::{SHIP_OPS, SharedState, State, StateGuard};
 
 use rustc_hash::FxHashMap;
@@ -72,6 +73,8 @@ pub struct Client {
     /// The client's end of the revocation socket (shut down to stop the revoker).
     rev: UnixStream,
     revoker: Option<std::thread::JoinHandle<()>>,
+    /// Threads inside a read under the shared state now (see [`Client::shared_reach`]).
+    readers: std::sync::atomic::AtomicUsize,
 }
 
 impl Client {
@@ -127,6 +130,7 @@ impl Client {
             flights: Vec::new(),
             outside_last: 0,
             overlay_gen: 0,
+            holds: 0,
             lost: 0,
             lost_why: String::new(),
             conn: conn.clone(),
@@ -143,6 +147,7 @@ impl Client {
             client_id: client,
             rev,
             revoker: Some(revoker),
+            readers: Default::default(),
         })
     }
 
@@ -407,6 +412,17 @@ impl Client {
     /// taking shared leases on the directories it walks. Every directory walked must
     /// be searchable by the client (the service refuses the leases too).
     pub fn resolve_parent<'p>(&self, path: &'p str) -> Result<(u64, &'p str, Option<u64>)> {
+        self.resolve_parent_locked(path)
+            .map(|(_, d, last, found)| (d, last, found))
+    }
+
+    /// [`Client::resolve_parent`], and the state still locked with the leases the walk
+    /// used held: an open that goes on to lease the object takes the state once, not
+    /// twice (with a hundred threads, every exclusive hold drains the readers first).
+    pub fn resolve_parent_locked<'p>(
+        &self,
+        path: &'p str,
+    ) -> Result<(StateGuard<'_>, u64, &'p str, Option<u64>)> {
         let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
         if !path.starts_with('/') {
             return Err(FsError::BadName {
@@ -415,7 +431,7 @@ impl Client {
             });
         }
         let Some((last, dirs)) = comps.split_last() else {
-            return Ok((ROOT_INO, "", Some(ROOT_INO)));
+            return Ok((self.state(), ROOT_INO, "", Some(ROOT_INO)));
         };
         let mut d = ROOT_INO;
         // The walk keeps the state locked from one directory to the next while the
@@ -436,7 +452,22 @@ impl Client {
         let mut s = self.still_leased(s, &[(self.lookup_key(d, last), false)])?;
         searchable(&mut s, d, path)?;
         let last_ino = s.lookup(d, last)?;
-        Ok((d, last, last_ino))
+        Ok((s, d, last, last_ino))
+    }
+
+    /// `s` back if it holds a lease covering `key` (exclusively, if `exclusive`), else
+    /// the state from [`Client::leased`] (which unlocks it while it asks).
+    pub fn keep_leased<'s>(
+        &'s self,
+        mut s: StateGuard<'s>,
+        key: u64,
+        exclusive: bool,
+    ) -> Result<StateGuard<'s>> {
+        if s.covers_all(&[(key, exclusive)]) {
+            return Ok(s);
+        }
+        drop(s);
+        self.leased(key, exclusive)
     }
 
     /// Resolves an absolute path to its object.

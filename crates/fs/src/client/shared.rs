@@ -4,20 +4,50 @@
 //!
 //! Each answer needs a lease known to cover what it reads (found covered since the
 //! client last lost a lease, [`MetaCache::is_covered_as_of`]) and every name, inode
-//! and page it uses cached; with anything missing it is `None`, and the caller takes
-//! the state exclusively, which reads the media and fills the caches. Nothing here
-//! changes the state but the table of opens (behind a lock of its own) and the count
-//! of copies in flight (an atomic): a thread holding the state exclusively sees it as
-//! if these reads never ran. A refusal (a directory the client may not search, a file
-//! it may not read) is left to the exclusive path too, which words the error.
+//! and page it uses cached or, while other threads use the client, read from the
+//! mapping ([`Reach`]); with anything missing it is `None`, and the caller takes the
+//! state exclusively, which reads the media and fills the caches. Nothing here changes
+//! the state but the table of opens (behind a lock of its own), the count of copies in
+//! flight (an atomic) and, through [`Client::remember`], the caches: a thread holding
+//! the state exclusively sees it as if these reads never ran. A refusal (a directory
+//! the client may not search, a file it may not read) is left to the exclusive path
+//! too, which words the error.
+//!
+//! Reading the mapping, through the client's own overlay, is what the exclusive path
+//! does too; under the shared state it fills no cache, for the caches change only
+//! under the exclusive state. A first open or read of a file took the state alone to
+//! fill them, and with a hundred threads each exclusive hold first drains every
+//! reader (webserver x100 opens each of its 10,000 files for the first time once;
+//! those opens and reads were most of the run's context switches). So a reader that
+//! shares the client with other threads reads the mapping under the shared state, and
+//! afterwards caches what it read only if the state is free at once and no one held
+//! it alone in between ([`Client::remember`]). A thread alone takes the exclusive
+//! path, which is as quick and caches as it reads.
 //!
 //! [`MetaCache::is_covered_as_of`]: crate::cache::MetaCache::is_covered_as_of
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::Client;
 use super::copies::Copy;
 use super::state::{SharedState, State, lock_shared};
+use crate::error::Result;
 use crate::inode::{Inode, Kind, access};
 use crate::layout::ROOT_INO;
+use crate::map::SharedReader;
+use crate::overlay::Overlay;
+use crate::view::{MediaView, PageSource};
+use crate::{dir, radix};
+
+/// Where an answer under the shared state may look for what it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// The caches only.
+    Caches,
+    /// The caches, then the mapping through the client's overlay (what is read there
+    /// is cached only through [`Client::remember`]).
+    Mapping,
+}
 
 impl State {
     /// Whether the client's leases are known to cover `key` (exclusively, if
@@ -32,18 +62,100 @@ impl State {
         self.cache.inode(ino)
     }
 
+    /// Inode `ino` from the cache, or as far as `reach` allows.
+    pub fn inode_within(&self, ino: u64, reach: Reach) -> Option<Inode> {
+        self.cache.inode(ino).or_else(|| match reach {
+            Reach::Caches => None,
+            Reach::Mapping => self.read_mapped(|v| v.inode(ino)),
+        })
+    }
+
     /// The object named `name` in directory `dino`, if the name is cached.
     pub fn cached_lookup(&self, dino: u64, name: &str) -> Option<u64> {
         self.names.get(&dino)?.get(name).copied()
     }
 
+    /// The object named `name` in directory `dino` from the name cache, or as far as
+    /// `reach` allows (`None` also for a name that does not exist).
+    fn lookup_within(&self, dino: u64, name: &str, reach: Reach) -> Option<u64> {
+        self.cached_lookup(dino, name).or_else(|| {
+            let d = match reach {
+                Reach::Caches => return None,
+                Reach::Mapping => self.inode_within(dino, reach)?,
+            };
+            (d.kind == Kind::Dir)
+                .then(|| self.read_mapped(|v| dir::lookup(v, d.root, name)))
+                .flatten()
+                .flatten()
+        })
+    }
+
     /// The data pages of pages `first..=last` of file `ino` (inode `inode`, as cached),
     /// if every one of them is cached.
     pub fn cached_pages(&self, ino: u64, inode: &Inode, first: u64, last: u64) -> Option<Vec<u64>> {
-        if inode.kind == Kind::Kv || self.cache.inode(ino) != Some(*inode) {
+        self.pages_within(ino, inode, first, last, Reach::Caches)
+    }
+
+    /// [`State::cached_pages`], or, as far as `reach` allows, the pages looked up in
+    /// the file's tree (`inode` then being the inode as the mapping and the overlay
+    /// show it, which [`State::inode_within`] returns).
+    pub fn pages_within(
+        &self,
+        ino: u64,
+        inode: &Inode,
+        first: u64,
+        last: u64,
+        reach: Reach,
+    ) -> Option<Vec<u64>> {
+        if inode.kind == Kind::Kv {
             return None;
         }
-        self.cache.leaves(ino, first, last)
+        if self.cache.inode(ino) == Some(*inode)
+            && let Some(v) = self.cache.leaves(ino, first, last)
+        {
+            return Some(v);
+        }
+        match reach {
+            Reach::Caches => None,
+            Reach::Mapping => self.read_mapped(|v| {
+                (first..=last)
+                    .map(|i| radix::lookup(v, inode, i))
+                    .collect::<Result<Vec<u64>>>()
+            }),
+        }
+    }
+
+    /// Exclusive holds of the state so far (see [`Client::remember`]).
+    pub fn holds(&self) -> u64 {
+        self.holds
+    }
+
+    /// Caches inode `ino` as `inode` and, if given, its data pages from `first` on,
+    /// as the exclusive path caches what it reads (see [`Client::remember`]).
+    fn remember_read(&mut self, ino: u64, inode: &Inode, pages: Option<(u64, &[u64])>) {
+        match self.cache.inode(ino) {
+            None => self.cache.put_inode(ino, *inode),
+            Some(cached) if cached != *inode => return,
+            Some(_) => {}
+        }
+        for (index, &page) in pages
+            .into_iter()
+            .flat_map(|(first, pages)| (first..).zip(pages))
+        {
+            self.cache.put_leaf(ino, index, page);
+        }
+    }
+
+    /// Runs `read` on a view of the mapping with the client's overlay laid over it,
+    /// as the exclusive path's reads see it (torn pages re-read by the overlay), under
+    /// the state shared; any error is `None`, left for the exclusive path to word.
+    fn read_mapped<T>(
+        &self,
+        read: impl FnOnce(&mut MediaView<'_, Overlay<'_, SharedReader<'_>>>) -> Result<T>,
+    ) -> Option<T> {
+        let mut m = SharedReader(self.meta_map());
+        let mut o = Overlay::with_clean(&mut m, &self.overlay, &self.clean);
+        read(&mut MediaView::with_sb(&mut o, self.sb)).ok()
     }
 
     /// A copy through domain `d`'s mapping for a read or a write of `bytes`, if the
@@ -55,9 +167,10 @@ impl State {
         self.copy_through(d, write)
     }
 
-    /// Whether cached directory `d` is one the client may search.
-    fn searchable_cached(&self, d: u64) -> bool {
-        self.cache.inode(d).is_some_and(|i| {
+    /// Whether directory `d`, cached or read as far as `reach` allows, is one the
+    /// client may search.
+    fn searchable_within(&self, d: u64, reach: Reach) -> bool {
+        self.inode_within(d, reach).is_some_and(|i| {
             let (uid, gid) = self.cred();
             i.kind == Kind::Dir && access(uid, gid, i.uid, i.gid, i.mode).exec
         })
@@ -70,18 +183,26 @@ impl Client {
         lock_shared(&self.state)
     }
 
-    /// [`Client::resolve_parent`] of a path whose object exists, from the caches under
-    /// the shared state `s`: (parent directory, last name, object), or `None` if any
-    /// lease, name or directory inode on the way is not known or the walk is refused.
-    pub fn resolve_cached<'p>(&self, s: &State, path: &'p str) -> Option<(u64, &'p str, u64)> {
+    /// [`Client::resolve_parent`] of a path whose object exists, under the shared
+    /// state `s`, from the caches or as far as `reach` allows: (parent directory, last
+    /// name, object), or `None` if any lease on the way is not known, a name or
+    /// directory inode is out of reach, or the walk is refused.
+    pub fn resolve_within<'p>(
+        &self,
+        s: &State,
+        path: &'p str,
+        reach: Reach,
+    ) -> Option<(u64, &'p str, u64)> {
         let rest = path.strip_prefix('/')?;
         let mut comps = rest.split('/').filter(|c| !c.is_empty()).peekable();
         let mut d = ROOT_INO;
         while let Some(c) = comps.next() {
-            if !s.known_covered_shared(self.lookup_key(d, c), false) || !s.searchable_cached(d) {
+            if !s.known_covered_shared(self.lookup_key(d, c), false)
+                || !s.searchable_within(d, reach)
+            {
                 return None;
             }
-            let o = s.cached_lookup(d, c)?;
+            let o = s.lookup_within(d, c, reach)?;
             if comps.peek().is_none() {
                 return Some((d, c, o));
             }
@@ -90,14 +211,59 @@ impl Client {
         None
     }
 
-    /// The object at `path` and its inode, from the caches under the shared state `s`,
-    /// if the walk there ([`Client::resolve_cached`]), a lease known to cover the object
-    /// (exclusively, if `exclusive`) and its inode are all cached.
-    pub fn cached_object(&self, s: &State, path: &str, exclusive: bool) -> Option<(u64, Inode)> {
-        let (_, _, ino) = self.resolve_cached(s, path)?;
+    /// The object at `path` and its inode, under the shared state `s`, if the walk
+    /// there ([`Client::resolve_within`]) and its inode are in `reach` and a lease is
+    /// known to cover the object (exclusively, if `exclusive`).
+    pub fn object_within(
+        &self,
+        s: &State,
+        path: &str,
+        exclusive: bool,
+        reach: Reach,
+    ) -> Option<(u64, Inode)> {
+        let (_, _, ino) = self.resolve_within(s, path, reach)?;
         if !s.known_covered_shared(ino, exclusive) {
             return None;
         }
-        Some((ino, s.cached_inode(ino)?))
+        Some((ino, s.inode_within(ino, reach)?))
+    }
+
+    /// Enters a read under the shared state (until the guard goes), and says how far
+    /// it should look: the caches only while no other thread reads or holds the state
+    /// (the exclusive path is then as quick, and fills them), the mapping too while
+    /// one does. A thread that finds the state free at the moment it looks is no
+    /// sign: with a hundred threads on two processors, the readers hold it a
+    /// microsecond at a time, and most of the others wait, preempted, inside a read.
+    pub fn shared_reach(&self) -> (Reach, Reader<'_>) {
+        let others = self.readers.fetch_add(1, Ordering::Relaxed);
+        let busy = others > 0
+            || matches!(
+                self.state.try_write(),
+                Err(std::sync::TryLockError::WouldBlock)
+            );
+        let reach = if busy { Reach::Mapping } else { Reach::Caches };
+        (reach, Reader(&self.readers))
+    }
+
+    /// Caches what a reader found in the mapping under the shared state, seen when
+    /// the state had been held exclusively `holds` times (see [`State::holds`]), if
+    /// the state is free at once and no one held it exclusively since: the reads then
+    /// stand as if made under the exclusive state, which would have cached them, and
+    /// the next reader of the file finds them cached. Otherwise nothing is cached.
+    pub fn remember(&self, holds: u64, ino: u64, inode: &Inode, pages: Option<(u64, &[u64])>) {
+        if let Ok(mut s) = self.state.try_write()
+            && s.holds == holds
+        {
+            s.remember_read(ino, inode, pages);
+        }
+    }
+}
+
+/// A thread inside a read under the shared state ([`Client::shared_reach`]).
+pub struct Reader<'a>(&'a AtomicUsize);
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

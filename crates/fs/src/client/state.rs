@@ -58,7 +58,9 @@ pub type SharedState<'a> = std::sync::RwLockReadGuard<'a, State>;
 /// better; yielding only while fewer threads yield than there are processors lost the
 /// gain.
 pub(super) fn lock(m: &StateLock) -> StateGuard<'_> {
-    yielding(|| m.try_write(), || m.write())
+    let mut g = yielding(|| m.try_write(), || m.write());
+    g.holds = g.holds.wrapping_add(1);
+    g
 }
 
 /// Locks the state shared with other readers, as [`lock`] does.
@@ -171,6 +173,9 @@ pub struct State {
     pub(super) conn: Arc<Conn>,
     /// File data copies in flight outside this state (see [`super::copies`]).
     pub(super) copies: Arc<Copies>,
+    /// Exclusive holds of the state so far ([`lock`]): what a reader under the shared
+    /// state read stays what the exclusive path would read until the next one.
+    pub(super) holds: u64,
 }
 
 pub(super) struct LocalAuth<'a> {

@@ -36,22 +36,34 @@ impl Pxfs {
         self.copy_out(copy, i.domain, pieces, buf).map(|()| n)
     }
 
-    /// [`Pxfs::pread_ino`] of a file whose lease, inode and pages are cached, under
-    /// the state shared with the process's other threads (see `client::shared`);
-    /// `None` leaves the read to the exclusive path.
+    /// [`Pxfs::pread_ino`] of a file whose lease is held, under the state shared with
+    /// the process's other threads, with its inode and pages cached or, while another
+    /// thread holds the state, read from the mapping (see `client::shared`); `None`
+    /// leaves the read to the exclusive path.
     fn pread_cached(&self, ino: u64, off: u64, buf: &mut [u8]) -> Option<Result<usize>> {
+        let (reach, _reader) = self.client.shared_reach();
         let s = self.client.state_shared();
         if !s.known_covered_shared(ino, false) {
             return None;
         }
-        let i = s.cached_inode(ino)?;
+        let i = s.inode_within(ino, reach)?;
         let n = read_len(&i, off, buf.len());
         if n == 0 {
             return Some(Ok(0));
         }
-        let pages = s.cached_pages(ino, &i, off / PAGE, (off + n as u64 - 1) / PAGE)?;
+        let (first, last) = (off / PAGE, (off + n as u64 - 1) / PAGE);
+        let cached = s.cached_pages(ino, &i, first, last);
+        let mapped = cached.is_none();
+        let pages = match cached {
+            Some(p) => p,
+            None => s.pages_within(ino, &i, first, last, reach)?,
+        };
         let copy = s.shared_copy(i.domain, false, n)?;
+        let holds = s.holds();
         drop(s);
+        if mapped {
+            self.client.remember(holds, ino, &i, Some((first, &pages)));
+        }
         Some(
             self.copy_out(copy, i.domain, pieces(off, n, &pages), buf)
                 .map(|()| n),

@@ -180,16 +180,20 @@ impl Pxfs {
         {
             return Ok(fd);
         }
-        let (parent, name, found) = self.client.resolve_parent(path)?;
-        let ino = match found {
+        let (s, parent, name, found) = self.client.resolve_parent_locked(path)?;
+        let write = flags.write || flags.truncate;
+        let (mut s, ino) = match found {
             Some(ino) if flags.create && flags.exclusive => {
                 return Err(FsError::Exists(format!("{path} (inode {ino})")));
             }
-            Some(ino) => ino,
-            None if flags.create => self.new_object_in(parent, name, path, mode, Kind::File)?,
+            Some(ino) => (self.client.keep_leased(s, ino, write)?, ino),
+            None if flags.create => {
+                drop(s);
+                let ino = self.new_object_in(parent, name, path, mode, Kind::File)?;
+                (self.client.leased(ino, write)?, ino)
+            }
             None => return Err(FsError::NotFound(path.into())),
         };
-        let mut s = self.client.leased(ino, flags.write || flags.truncate)?;
         let i = s.inode(ino)?;
         if i.kind == Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is a directory")));
@@ -208,15 +212,17 @@ impl Pxfs {
         Ok(self.new_fd(ino, flags, seen))
     }
 
-    /// [`Pxfs::open`] of an existing file whose names, lease and inode are cached,
-    /// under the state shared with the process's other threads (see
+    /// [`Pxfs::open`] of an existing file whose leases are held, under the state
+    /// shared with the process's other threads, with its names and inode cached or,
+    /// while another thread holds the state, read from the mapping (see
     /// `client::shared`); `None` leaves the open to the exclusive path, which also
     /// words any refusal.
     fn open_cached(&self, path: &str, flags: OpenFlags) -> Option<Fd> {
+        let (reach, _reader) = self.client.shared_reach();
         let s = self.client.state_shared();
         let (ino, i) = self
             .client
-            .cached_object(&s, path, flags.write || flags.truncate)?;
+            .object_within(&s, path, flags.write || flags.truncate, reach)?;
         let (uid, gid) = s.cred();
         let acc = access(uid, gid, i.uid, i.gid, i.mode);
         let allowed = if flags.write { acc.write } else { acc.read };
@@ -225,7 +231,11 @@ impl Pxfs {
         }
         s.note_open(ino);
         let seen = s.losses();
+        let mapped = (s.cached_inode(ino) != Some(i)).then(|| s.holds());
         drop(s);
+        if let Some(holds) = mapped {
+            self.client.remember(holds, ino, &i, None);
+        }
         Some(self.new_fd(ino, flags, seen))
     }
 
@@ -537,8 +547,9 @@ impl Pxfs {
     /// beside the process's other cached reads: `None` if a lease, name or inode on the
     /// way is not known, and the state is then taken alone as before.
     fn stat_cached(&self, path: &str) -> Option<Stat> {
+        let (reach, _reader) = self.client.shared_reach();
         let s = self.client.state_shared();
-        let (ino, i) = self.client.cached_object(&s, path, false)?;
+        let (ino, i) = self.client.object_within(&s, path, false, reach)?;
         Some(stat_of(ino, &i))
     }
 
