@@ -83,7 +83,7 @@ impl State {
     }
 
     /// A copy of file data of domain `d` (into it if `write`) to run once the state is
-    /// let go (see [`super::copies`]), or `None` where the data must be reached
+    /// let go (see `client::copies`), or `None` where the data must be reached
     /// through the state, which also refuses what the client may not do: a write-only
     /// domain (written through the service, never read), a write to a read-only
     /// mapping, or a mapping whose writes need its own state ([`Map::shares_copies`]).

@@ -153,7 +153,7 @@ impl Client {
 
     /// The lease to hold while looking `name` up in directory `dir`: the directory, or
     /// only the names of its bucket holding `name` while others work in it (see
-    /// [`granularity`]).
+    /// `client::granularity`).
     pub fn lookup_key(&self, dir: u64, name: &str) -> u64 {
         crate::lease::names_key(dir, crate::dir::bucket_of(name))
     }
@@ -225,7 +225,7 @@ impl Client {
 
     /// Like [`Client::leased_all`], but a bucket's key or a bucket's names key is
     /// first asked for as its whole directory, when no one else works there (see
-    /// [`granularity`]): granted only if that takes nothing from anyone.
+    /// `client::granularity`): granted only if that takes nothing from anyone.
     pub fn leased_widening(&self, keys: &[(u64, bool)]) -> Result<StateGuard<'_>> {
         self.leased_keys(keys, true)
     }
@@ -377,7 +377,7 @@ impl Client {
     /// Ships the journal and waits until the service has applied it (the durability
     /// point of metadata operations): outside the state, so that the process's other
     /// threads record operations meanwhile and their fsyncs share the next round trip
-    /// (see [`group`]).
+    /// (see `client::group`).
     pub fn sync(&self) -> Result<()> {
         group::sync(&self.conn, &self.state)
     }

@@ -134,7 +134,7 @@ impl State {
     /// A free inode reserved to this client.
     ///
     /// The next batch is asked for once a quarter of the current one is used
-    /// ([`refill_due`]), and collected when the pool runs dry: a run of creates then
+    /// (`refill_due`), and collected when the pool runs dry: a run of creates then
     /// seldom waits for the service, which may be busy applying a batch this client
     /// shipped a moment ago (its requests are served in order). A client that stops
     /// creating holds at most one batch more than it used.

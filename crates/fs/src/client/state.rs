@@ -387,7 +387,7 @@ impl State {
     /// The check runs over the overlay itself, handed to it and handed back changed in
     /// place (see [`crate::txn::Txn::over_own_pages`]): no page is copied per
     /// operation. A refused check leaves no overlay behind, so the client then waits
-    /// for the service to apply what it showed ([`State::rebuild_overlay`]): a
+    /// for the service to apply what it showed (`State::rebuild_overlay`): a
     /// round trip on an error path only.
     pub fn record_all(&mut self, ops: Vec<Op>) -> Result<()> {
         let conn = self.conn.clone();
@@ -547,7 +547,7 @@ impl State {
     /// Ships the journal and waits for the service to apply it and every batch
     /// shipped before (fsync); then drops the overlay, which the mapping now shows.
     /// A batch the service refused is a loss of what it held (see
-    /// [`State::record_loss`]) and the error returned.
+    /// `State::record_loss`) and the error returned.
     pub fn ship(&mut self) -> Result<()> {
         let sent = self.send_journal();
         self.finish_ship(sent)
