@@ -479,10 +479,10 @@ impl MediaRead for SharedReader<'_> {
 
 impl MediaRead for ReadOnly {
     fn media_size(&self) -> u64 {
-        self.0.len() as u64
+        SharedReader(&self.0).media_size()
     }
     fn media_read(&mut self, addr: Addr, buf: &mut [u8]) -> std::result::Result<(), SpineError> {
-        self.0.read_at(addr, buf)
+        SharedReader(&self.0).media_read(addr, buf)
     }
 }
 

@@ -429,6 +429,18 @@ fn cached_reads_share_the_state_and_writes_wait_for_it() {
     svc.stop().unwrap();
 }
 
+/// Creates each of `paths` holding `data`, then syncs: the ship takes the files'
+/// inodes out of libFS's cache (the service stamps them with its own clock), while
+/// their names stay cached.
+fn write_and_sync(fs: &Pxfs, paths: &[&str], data: &[u8]) {
+    for path in paths {
+        let fd = fs.create(path, 0o644).unwrap();
+        fs.write(fd, data).unwrap();
+        fs.close(fd).unwrap();
+    }
+    fs.sync().unwrap();
+}
+
 /// A first open and read of a file whose inode and page map libFS has not cached run
 /// under the state shared, reading the mapping, while another thread holds the state:
 /// taking the state alone to fill the caches would wait for every reader of the
@@ -440,12 +452,7 @@ fn first_reads_read_the_mapping_while_another_thread_holds_the_state() {
     let fs = Pxfs::mount(&sock).unwrap();
     let want = words(9, 0, 8 * 4096);
     fs.mkdir("/d", 0o755).unwrap();
-    for name in ["/d/f", "/d/g"] {
-        let fd = fs.create(name, 0o644).unwrap();
-        fs.write(fd, &want).unwrap();
-        fs.close(fd).unwrap();
-    }
-    fs.sync().unwrap();
+    write_and_sync(&fs, &["/d/f", "/d/g"], &want);
     // A look at /d/g finds the directory's lease covering its names, as a web
     // server's reads find it covering a file's neighbours.
     fs.stat("/d/g").unwrap();
@@ -497,10 +504,7 @@ fn reads_from_the_mapping_are_cached_only_if_nothing_changed_since() {
     let (tmp, svc) = serve();
     let sock = tmp.path().join("sock");
     let fs = Pxfs::mount(&sock).unwrap();
-    let fd = fs.create("/f", 0o644).unwrap();
-    fs.write(fd, &words(9, 0, 4096)).unwrap();
-    fs.close(fd).unwrap();
-    fs.sync().unwrap();
+    write_and_sync(&fs, &["/f"], &words(9, 0, 4096));
     let (ino, inode, holds) = {
         let s = fs.client().state_shared();
         let ino = s.cached_lookup(pmlab_fs::layout::ROOT_INO, "f").unwrap();

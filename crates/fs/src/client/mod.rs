@@ -231,17 +231,19 @@ impl Client {
     }
 
     /// `s` back if the leases on `keys` are held, else the state from
-    /// [`Client::leased_widening`] (which unlocks it while it asks).
+    /// [`Client::leased_widening`] (`widen`) or [`Client::leased_all`], which unlock it
+    /// while they ask.
     fn still_leased<'s>(
         &'s self,
         mut s: StateGuard<'s>,
         keys: &[(u64, bool)],
+        widen: bool,
     ) -> Result<StateGuard<'s>> {
         if s.covers_all(keys) {
             return Ok(s);
         }
         drop(s);
-        self.leased_widening(keys)
+        self.leased_keys(keys, widen)
     }
 
     fn leased_keys(&self, keys: &[(u64, bool)], widen: bool) -> Result<StateGuard<'_>> {
@@ -438,7 +440,7 @@ impl Client {
         // leases it needs are held, and lets go only to ask for one that is not.
         let mut s = self.state();
         for c in dirs {
-            s = self.still_leased(s, &[(self.lookup_key(d, c), false)])?;
+            s = self.still_leased(s, &[(self.lookup_key(d, c), false)], true)?;
             searchable(&mut s, d, path)?;
             d = s
                 .lookup(d, c)?
@@ -449,7 +451,7 @@ impl Client {
                 )));
             }
         }
-        let mut s = self.still_leased(s, &[(self.lookup_key(d, last), false)])?;
+        let mut s = self.still_leased(s, &[(self.lookup_key(d, last), false)], true)?;
         searchable(&mut s, d, path)?;
         let last_ino = s.lookup(d, last)?;
         Ok((s, d, last, last_ino))
@@ -459,15 +461,11 @@ impl Client {
     /// the state from [`Client::leased`] (which unlocks it while it asks).
     pub fn keep_leased<'s>(
         &'s self,
-        mut s: StateGuard<'s>,
+        s: StateGuard<'s>,
         key: u64,
         exclusive: bool,
     ) -> Result<StateGuard<'s>> {
-        if s.covers_all(&[(key, exclusive)]) {
-            return Ok(s);
-        }
-        drop(s);
-        self.leased(key, exclusive)
+        self.still_leased(s, &[(key, exclusive)], false)
     }
 
     /// Resolves an absolute path to its object.

@@ -93,36 +93,24 @@ impl State {
     /// The data pages of pages `first..=last` of file `ino` (inode `inode`, as cached),
     /// if every one of them is cached.
     pub fn cached_pages(&self, ino: u64, inode: &Inode, first: u64, last: u64) -> Option<Vec<u64>> {
-        self.pages_within(ino, inode, first, last, Reach::Caches)
+        if inode.kind == Kind::Kv || self.cache.inode(ino) != Some(*inode) {
+            return None;
+        }
+        self.cache.leaves(ino, first, last)
     }
 
-    /// [`State::cached_pages`], or, as far as `reach` allows, the pages looked up in
-    /// the file's tree (`inode` then being the inode as the mapping and the overlay
-    /// show it, which [`State::inode_within`] returns).
-    pub fn pages_within(
-        &self,
-        ino: u64,
-        inode: &Inode,
-        first: u64,
-        last: u64,
-        reach: Reach,
-    ) -> Option<Vec<u64>> {
+    /// The data pages of pages `first..=last` of a file whose inode is `inode` as the
+    /// mapping and the overlay show it ([`State::inode_within`]), looked up in its tree
+    /// there ([`Reach::Mapping`]).
+    pub fn mapped_pages(&self, inode: &Inode, first: u64, last: u64) -> Option<Vec<u64>> {
         if inode.kind == Kind::Kv {
             return None;
         }
-        if self.cache.inode(ino) == Some(*inode)
-            && let Some(v) = self.cache.leaves(ino, first, last)
-        {
-            return Some(v);
-        }
-        match reach {
-            Reach::Caches => None,
-            Reach::Mapping => self.read_mapped(|v| {
-                (first..=last)
-                    .map(|i| radix::lookup(v, inode, i))
-                    .collect::<Result<Vec<u64>>>()
-            }),
-        }
+        self.read_mapped(|v| {
+            (first..=last)
+                .map(|i| radix::lookup(v, inode, i))
+                .collect::<Result<Vec<u64>>>()
+        })
     }
 
     /// Exclusive holds of the state so far (see [`Client::remember`]).

@@ -2,7 +2,7 @@
 //! where the mapping allows (see `client::copies`).
 
 use super::Pxfs;
-use crate::client::State;
+use crate::client::{Reach, State};
 use crate::error::{FsError, Result};
 use crate::inode::{Inode, Kind};
 use crate::journal::Op;
@@ -52,11 +52,10 @@ impl Pxfs {
             return Some(Ok(0));
         }
         let (first, last) = (off / PAGE, (off + n as u64 - 1) / PAGE);
-        let cached = s.cached_pages(ino, &i, first, last);
-        let mapped = cached.is_none();
-        let pages = match cached {
-            Some(p) => p,
-            None => s.pages_within(ino, &i, first, last, reach)?,
+        let (pages, mapped) = match s.cached_pages(ino, &i, first, last) {
+            Some(p) => (p, false),
+            None if reach == Reach::Mapping => (s.mapped_pages(&i, first, last)?, true),
+            None => return None,
         };
         let copy = s.shared_copy(i.domain, false, n)?;
         let holds = s.holds();
