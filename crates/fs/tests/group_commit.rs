@@ -140,10 +140,12 @@ fn write_meanwhile<'s>(
 fn a_write_completes_while_another_threads_fsync_waits_for_the_service() {
     child::branch(serve);
     let (_tmp, svc, fs, a, b) = setup(TEST);
-    // A write that grows /a: a size change for the fsync to ship.
+    // The service stops first: libFS sends what it records at once when nothing is in
+    // flight, and the fsync must find that batch not yet applied.
+    stop(svc.0.id());
+    // A write that grows /a: a size change for the fsync to wait for.
     fs.pwrite(a, 8192, b"changed").unwrap();
     std::thread::scope(|s| {
-        stop(svc.0.id());
         let syncer = s.spawn(|| fs.fsync(a));
         // Long enough for the fsync to have sent its batch and be waiting.
         std::thread::sleep(Duration::from_millis(200));
@@ -174,9 +176,10 @@ const FOLLOWER: &str = "an_fsync_whose_operations_another_fsync_shipped_waits_wi
 fn an_fsync_whose_operations_another_fsync_shipped_waits_without_the_state() {
     child::branch(serve);
     let (_tmp, svc, fs, a, b) = setup(FOLLOWER);
+    // Stopped before the write is recorded (and sent at once), as above.
+    stop(svc.0.id());
     fs.pwrite(a, 8192, b"changed").unwrap();
     std::thread::scope(|s| {
-        stop(svc.0.id());
         let leader = s.spawn(|| fs.fsync(a));
         std::thread::sleep(Duration::from_millis(200));
         // Its operation is in the leader's batch: nothing of its own to send.

@@ -245,6 +245,9 @@ fn rename_over_an_existing_file_is_one_operation() {
     let old = fs.stat("/old").unwrap().ino;
     let reader = fs.open("/old", OpenFlags::default()).unwrap();
     let new = fs.stat("/new").unwrap().ino;
+    // Sent at once (nothing is in flight after the sync), so the rename that follows
+    // waits in the journal, where the test reads its records.
+    fs.mkdir("/in-flight", 0o755).unwrap();
     fs.rename("/new", "/old").unwrap();
     // The crash test: libFS ships its journal whenever a lease is revoked, so a crash
     // may leave any prefix of the records on the volume. Each prefix, applied by the

@@ -42,6 +42,12 @@ impl Copies {
         Ticket(self.clone())
     }
 
+    /// Whether no copy is in flight (with the state locked, none can begin until it
+    /// is let go).
+    pub(crate) fn idle(&self) -> bool {
+        self.running.load(Ordering::Acquire) == 0
+    }
+
     /// Waits until no copy is in flight. Called with the state locked, so that none can
     /// begin meanwhile; copies are memory copies of at most one call's bytes, so this
     /// yields the core rather than sleeping.
