@@ -6,7 +6,7 @@
 //!   moments, recovery, fsck, and an fsync oracle after every kill;
 //! - [`crashtest`]: `pmlab fs crashtest`, the service's validate-apply-commit path run on
 //!   the machine model and explored crash point by crash point against an oracle;
-//! - [`bench`]: `pmlab fs bench` and the reproduction's Table 2, one file interface over
+//! - [`bench`](mod@bench): `pmlab fs bench` and the reproduction's Table 2, one file interface over
 //!   PXFS and a kernel directory.
 
 pub mod bench;

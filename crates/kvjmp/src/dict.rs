@@ -233,7 +233,7 @@ pub fn prefetch_entries(seg: &[u8], tables: &Tables, hash: u64) {
 }
 
 /// Starts fetching the entry the next rehash step will move: the first one in the
-/// next non-empty bucket of table 0, as [`rehash_step`] looks for it. A SET calls it as
+/// next non-empty bucket of table 0, as `rehash_step` looks for it. A SET calls it as
 /// it ends, so that the entry's miss is taken between this SET and the next instead of
 /// inside the next one's transaction. A hint only, like [`prefetch_slots`]; `seg` is
 /// the segment, readable (switched in).

@@ -47,7 +47,7 @@ impl DeviceConfig {
         }
     }
 
-    /// Phase-change memory as LOC §II-A reports it (citing its ref. [27]): 85 ns reads
+    /// Phase-change memory as LOC §II-A reports it (citing its ref. \[27\]): 85 ns reads
     /// and 100–500 ns writes. We take the upper end, 500 ns, because write latency is
     /// what persistence protocols pay for and LOC argues from the pessimistic case; the
     /// bank count follows LOC's Table I.
@@ -72,7 +72,7 @@ impl DeviceConfig {
         }
     }
 
-    /// STT-RAM as LOC §II-A reports it (citing its ref. [27]): "less than 20 ns for
+    /// STT-RAM as LOC §II-A reports it (citing its ref. \[27\]): "less than 20 ns for
     /// reads and writes"; we use 20 ns for both.
     pub fn stt_ram() -> Self {
         Self {

@@ -14,7 +14,7 @@
 //!
 //! A persist barrier waits for exactly the writes it orders: every write returns the
 //! cycle it completes, and the caller waits for the latest of the ones it cares about
-//! (see [`crate::Machine::persist_barrier`] and [`crate::Machine::fence`]).
+//! (see [`crate::Machine::persist_barrier`] and [`Memory::fence`](pmlab_spine::Memory::fence)).
 
 use pmlab_spine::LINE;
 use serde::{Deserialize, Serialize};

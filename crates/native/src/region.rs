@@ -387,7 +387,7 @@ impl Region {
     /// Stores `data` at `addr` so that the next [`Memory::fence`] makes it durable,
     /// with no flush to issue for it: in a CPU flush mode (`clwb`, `clflushopt`,
     /// `clflush`) on x86_64 the whole cache lines it covers are written with
-    /// non-temporal stores ([`crate::stream`]), and a partial line at either end by an
+    /// non-temporal stores (`crate::stream`), and a partial line at either end by an
     /// ordinary store and a flush of that line; in the other modes, or elsewhere, the
     /// whole range by an ordinary store and a flush. Every line counts as one flush in
     /// [`Memory::persist_counters`] and is charged to the SCM write model either way.

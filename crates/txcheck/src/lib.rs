@@ -5,7 +5,7 @@
 //! - [`crash`]: `pmlab tx crashtest`, crash exploration on the machine model (every
 //!   crash point of every transaction, and of recovery) against each workload's checker
 //!   and a committed-prefix oracle.
-//! - [`bench`]: `pmlab tx bench`, native runs on real regions beside PMDK ([`pmdk`]).
+//! - [`bench`](mod@bench): `pmlab tx bench`, native runs on real regions beside PMDK ([`pmdk`]).
 //! - [`pool`]: pools on native regions, made once and opened (and refused) by name.
 //! - [`stress`]: `pmlab tx stress`, the native kill test (SIGKILL at random moments,
 //!   then recovery, the checker and the acknowledged-prefix oracle).

@@ -7,7 +7,7 @@
 //! YCSB's scrambled variant, popularity is not tied to position: a rank becomes an
 //! element through [`scatter`], a bijective mix, so the hot elements lie all over the
 //! structure rather than in one corner of it. Paper 000 gives no more detail than
-//! "following a Zipf distribution [YCSB]"; this is YCSB's own default. [`Dist::ZipfOrdered`]
+//! "following a Zipf distribution \[YCSB\]"; this is YCSB's own default. [`Dist::ZipfOrdered`]
 //! is YCSB's unscrambled `ZipfianGenerator`: rank r is element r, so the hot elements are
 //! the first ones (in a map, the keys inserted first, whose nodes were allocated
 //! together) — a sensitivity run for how much of a result comes from where the hot

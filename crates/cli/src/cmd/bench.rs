@@ -93,8 +93,8 @@ fn cases() -> Vec<Case> {
     v
 }
 
-/// One line of the results: rates by clock ([0] elapsed, [1] processor time) and format
-/// ([0] binary, [1] din), and Dinero IV's rate by clock.
+/// One line of the results: rates by clock (\[0\] elapsed, \[1\] processor time) and format
+/// (\[0\] binary, \[1\] din), and Dinero IV's rate by clock.
 struct Row {
     name: String,
     what: String,

@@ -13,6 +13,9 @@ pub struct Args {
     cmd: Cmd,
 }
 
+// Clap prints these doc comments as the commands' help, where `<ns>ns` reads as a
+// placeholder to fill in, not as HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Build an empty volume (a directory holding the metadata and data spaces).

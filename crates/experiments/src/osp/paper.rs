@@ -34,7 +34,7 @@ pub const WORKLOADS: [PaperWorkload; 7] = [
 
 /// Not the paper's: its three Zipf workloads again with YCSB's unscrambled generator
 /// (element r has rank r, so the hot keys are the ones inserted first and their nodes
-/// lie together). The paper names only "a Zipf distribution [YCSB]"; the reproduction
+/// lie together). The paper names only "a Zipf distribution \[YCSB\]"; the reproduction
 /// uses YCSB's default (scrambled) and runs these beside it to show how much of Table
 /// 1's Zipf column and Figure 4b's consolidation share depends on where the hot
 /// elements lie.
