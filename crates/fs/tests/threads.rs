@@ -344,6 +344,52 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
     svc.stop().unwrap();
 }
 
+/// libFS sends what it records at once when nothing of the client is in flight (the
+/// service would otherwise sit idle until the next fsync), and holds it for a later
+/// batch while a batch or a copy of file data is in flight: a batch that freed the
+/// copied pages would have to wait for the copy.
+#[test]
+fn a_recorded_operation_is_sent_at_once_only_when_nothing_is_in_flight() {
+    let (tmp, svc) = serve();
+    let (fs, d) = mount_with_file(&tmp.path().join("sock"), 2);
+    let held = || fs.client().state().pending_ops().len();
+    // Nothing in flight after the sync: the first operation goes at once.
+    let sent = fs.client().requests_sent();
+    fs.mkdir("/a", 0o755).unwrap();
+    assert_eq!(
+        held(),
+        0,
+        "an operation recorded with nothing in flight waited for the next fsync"
+    );
+    assert!(fs.client().requests_sent() > sent, "no batch was sent");
+    // Its batch has not been waited for: the next one is held for a later batch.
+    fs.mkdir("/b", 0o755).unwrap();
+    assert_eq!(held(), 1, "an operation was sent with a batch in flight");
+    fs.sync().unwrap();
+    assert_eq!(held(), 0);
+    // Sending now would wait for the copy, which this thread holds.
+    let copy = fs
+        .client()
+        .state()
+        .begin_copy(d, false, usize::MAX)
+        .unwrap()
+        .expect("mapped");
+    let finished = finishes_while_held(copy, Duration::from_secs(2), || {
+        fs.mkdir("/c", 0o755).unwrap()
+    });
+    assert!(
+        finished,
+        "an operation recorded with a copy in flight waited for the copy"
+    );
+    assert_eq!(held(), 1, "an operation was sent with a copy in flight");
+    fs.sync().unwrap();
+    for dir in ["/a", "/b", "/c"] {
+        assert!(fs.stat(dir).is_ok(), "{dir} was not applied");
+    }
+    drop(fs);
+    svc.stop().unwrap();
+}
+
 /// Whether `f`, run on another thread while this one holds `held`, finishes within
 /// `patience`; `held` goes afterwards either way, so that `f` ends.
 fn finishes_while_held<T>(held: T, patience: Duration, f: impl FnOnce() + Send) -> bool {
