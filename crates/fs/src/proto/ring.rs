@@ -116,6 +116,9 @@ impl Rings {
 
     fn map(fd: &OwnedFd, side: Side) -> Result<Rings> {
         let len = NonZeroUsize::new(SHARED_BYTES).expect("nonzero");
+        // Populated at once: mapped lazily, each side faulted each of the rings'
+        // 513 pages in on its first pass over them, on the requests' path. A KVFS
+        // webproxy run of 3,000 iterations took a third of its page faults there.
         // SAFETY: a fresh shared mapping of a file of exactly this size (sealed
         // against shrinking on the service's side; the client trusts the service).
         let p = unsafe {
@@ -123,7 +126,7 @@ impl Rings {
                 None,
                 len,
                 ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
-                MapFlags::MAP_SHARED,
+                MapFlags::MAP_SHARED | MapFlags::MAP_POPULATE,
                 fd.as_fd(),
                 0,
             )
@@ -286,6 +289,33 @@ mod tests {
         let big = vec![7u8; RING_BYTES + 10];
         assert_eq!(client.write(&big).unwrap(), RING_BYTES);
         assert_eq!(client.write(&big).unwrap(), 0);
+    }
+
+    /// Minor page faults this thread has taken so far.
+    fn minor_faults() -> i64 {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);
+        u.ru_minflt
+    }
+
+    /// Both sides' mappings of the rings are populated when made: a first pass over
+    /// them faults no page in on the requests' path.
+    #[test]
+    fn both_sides_map_the_rings_populated() {
+        let (svc, client) = pair();
+        for (side, rings) in [("service", &svc), ("client", &client)] {
+            let before = minor_faults();
+            for page in 0..SHARED_BYTES / 4096 {
+                // SAFETY: an offset inside the live mapping.
+                unsafe { std::ptr::read_volatile(rings.base.as_ptr().add(page * 4096)) };
+            }
+            let took = minor_faults() - before;
+            assert_eq!(
+                took, 0,
+                "the {side}'s first pass over its rings faulted {took} pages in"
+            );
+        }
     }
 
     /// A peer that writes a head the ring cannot hold is an error for the service, not
