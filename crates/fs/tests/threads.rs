@@ -293,12 +293,7 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
     let sock = tmp.path().join("sock");
     let (fs, d) = mount_with_file(&sock, 8);
     // A truncate that frees the pages, then the sync that would ship it.
-    let copy = fs
-        .client()
-        .state()
-        .begin_copy(d, false, usize::MAX)
-        .unwrap()
-        .expect("mapped");
+    let copy = held_copy(&fs, d);
     fs.truncate("/f", 0).unwrap();
     let early = finishes_while_held(copy, NEVER, || fs.sync().unwrap());
     assert!(
@@ -318,12 +313,7 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
     fs.write(fd, &words(8, 0, 4 * 4096)).unwrap();
     fs.close(fd).unwrap();
     let other = Pxfs::mount(&sock).unwrap();
-    let copy = fs
-        .client()
-        .state()
-        .begin_copy(d, false, usize::MAX)
-        .unwrap()
-        .expect("mapped");
+    let copy = held_copy(&fs, d);
     let early = finishes_while_held(copy, NEVER, || {
         let fd = other
             .open(
@@ -368,12 +358,7 @@ fn a_recorded_operation_is_sent_at_once_only_when_nothing_is_in_flight() {
     fs.sync().unwrap();
     assert_eq!(held(), 0);
     // Sending now would wait for the copy, which this thread holds.
-    let copy = fs
-        .client()
-        .state()
-        .begin_copy(d, false, usize::MAX)
-        .unwrap()
-        .expect("mapped");
+    let copy = held_copy(&fs, d);
     let finished = finishes_while_held(copy, Duration::from_secs(2), || {
         fs.mkdir("/c", 0o755).unwrap()
     });
@@ -388,6 +373,15 @@ fn a_recorded_operation_is_sent_at_once_only_when_nothing_is_in_flight() {
     }
     drop(fs);
     svc.stop().unwrap();
+}
+
+/// A copy of domain `d`'s data in flight, held by the caller until dropped.
+fn held_copy(fs: &Pxfs, d: u16) -> pmlab_fs::client::Copy {
+    fs.client()
+        .state()
+        .begin_copy(d, false, usize::MAX)
+        .unwrap()
+        .expect("mapped")
 }
 
 /// Whether `f`, run on another thread while this one holds `held`, finishes within

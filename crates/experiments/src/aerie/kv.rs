@@ -24,8 +24,7 @@ pub struct KvTarget {
     /// Where gets copy values to: as large as the largest value and touched before the
     /// timed phase, as the POSIX targets' buffer is. Grown by the gets instead, each of
     /// FileBench's 100 webproxy threads faulted its buffer's pages in (and copied it as
-    /// it grew) during the timed phase: 0.9 page faults an iteration that the POSIX
-    /// targets did not take.
+    /// it grew) during the timed phase, which the POSIX targets did not.
     read_buf: Vec<u8>,
     got: usize,
 }
