@@ -468,6 +468,16 @@ impl Client {
         self.still_leased(s, &[(key, exclusive)], false)
     }
 
+    /// [`Client::keep_leased`] of several keys at once, each bucket's key first asked
+    /// for as its whole directory (see [`Client::leased_widening`]).
+    pub fn keep_leased_widening<'s>(
+        &'s self,
+        s: StateGuard<'s>,
+        keys: &[(u64, bool)],
+    ) -> Result<StateGuard<'s>> {
+        self.still_leased(s, keys, true)
+    }
+
     /// Resolves an absolute path to its object.
     pub fn resolve(&self, path: &str) -> Result<u64> {
         let (_, _, i) = self.resolve_parent(path)?;

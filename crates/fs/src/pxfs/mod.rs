@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::apply::AttrChange;
-use crate::client::Client;
+use crate::client::{Client, StateGuard};
 use crate::dir;
 use crate::error::{FsError, Result};
 use crate::inode::{Inode, Kind, access};
@@ -109,25 +109,32 @@ impl Pxfs {
     }
 
     fn new_object(&self, path: &str, mode: u32, kind: Kind) -> Result<u64> {
-        let (parent, name, existing) = self.client.resolve_parent(path)?;
+        let (s, parent, name, existing) = self.client.resolve_parent_locked(path)?;
         if existing.is_some() {
             return Err(FsError::Exists(path.into()));
         }
-        self.new_object_in(parent, name, path, mode, kind)
+        self.new_object_in(s, parent, name, path, mode, kind)
+            .map(|(_, ino)| ino)
     }
 
-    /// Creates `name` in directory `parent` (`path` names it in errors).
-    fn new_object_in(
-        &self,
+    /// Creates `name` in directory `parent` (`path` names it in errors). The state `s`
+    /// the walk to `parent` locked is kept while the lease the create needs is held, as
+    /// it nearly always is: the walk and the create are then one hold of the state,
+    /// which the process's other threads wait for (fileserver x50 took it three times a
+    /// create, once each for the walk, the create and the new file's lease). Returns
+    /// the state, still locked, with the new object's inode.
+    fn new_object_in<'s>(
+        &'s self,
+        s: StateGuard<'s>,
         parent: u64,
         name: &str,
         path: &str,
         mode: u32,
         kind: Kind,
-    ) -> Result<u64> {
+    ) -> Result<(StateGuard<'s>, u64)> {
         dir::check_name(name)?;
         let key = self.client.entry_key(parent, name);
-        let mut s = self.client.leased_widening(&[(key, true)])?;
+        let mut s = self.client.keep_leased_widening(s, &[(key, true)])?;
         if s.lookup(parent, name)?.is_some() {
             return Err(FsError::Exists(path.into()));
         }
@@ -145,7 +152,7 @@ impl Pxfs {
             mode,
             domain,
         })?;
-        Ok(ino)
+        Ok((s, ino))
     }
 
     /// Creates a directory.
@@ -188,9 +195,8 @@ impl Pxfs {
             }
             Some(ino) => (self.client.keep_leased(s, ino, write)?, ino),
             None if flags.create => {
-                drop(s);
-                let ino = self.new_object_in(parent, name, path, mode, Kind::File)?;
-                (self.client.leased(ino, write)?, ino)
+                let (s, ino) = self.new_object_in(s, parent, name, path, mode, Kind::File)?;
+                (self.client.keep_leased(s, ino, write)?, ino)
             }
             None => return Err(FsError::NotFound(path.into())),
         };
@@ -342,16 +348,23 @@ impl Pxfs {
 
     /// The state with exclusive leases covering the entries `entries` (directory, name)
     /// and objects `objects` (an object is usually covered by the lease on its name's
-    /// bucket or directory; a file with several names may lie below another one).
-    fn leased_for(
-        &self,
+    /// bucket or directory; a file with several names may lie below another one). The
+    /// state `s` (locked by the walk to the entries) is kept if they are all covered,
+    /// so that the walk and the change are one hold of it.
+    fn leased_for<'s>(
+        &'s self,
+        mut s: StateGuard<'s>,
         entries: &[(u64, &str)],
         objects: &[u64],
-    ) -> Result<crate::client::StateGuard<'_>> {
+    ) -> Result<StateGuard<'s>> {
         let mut keys: Vec<(u64, bool)> = entries
             .iter()
             .map(|&(d, name)| (self.client.entry_key(d, name), true))
             .collect();
+        if s.covers_all(&keys) && objects.iter().all(|&o| s.covered(o, true)) {
+            return Ok(s);
+        }
+        drop(s);
         keys.sort_unstable();
         keys.dedup();
         for _ in 0..2 {
@@ -372,9 +385,9 @@ impl Pxfs {
 
     /// Removes a file's name.
     pub fn unlink(&self, path: &str) -> Result<()> {
-        let (parent, name, ino) = self.client.resolve_parent(path)?;
+        let (s, parent, name, ino) = self.client.resolve_parent_locked(path)?;
         let ino = ino.ok_or_else(|| FsError::NotFound(path.into()))?;
-        let mut s = self.leased_for(&[(parent, name)], &[ino])?;
+        let mut s = self.leased_for(s, &[(parent, name)], &[ino])?;
         if s.inode(ino)?.kind == Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is a directory")));
         }
@@ -387,9 +400,9 @@ impl Pxfs {
 
     /// Removes an empty directory.
     pub fn rmdir(&self, path: &str) -> Result<()> {
-        let (parent, name, ino) = self.client.resolve_parent(path)?;
+        let (s, parent, name, ino) = self.client.resolve_parent_locked(path)?;
         let ino = ino.ok_or_else(|| FsError::NotFound(path.into()))?;
-        let mut s = self.leased_for(&[(parent, name)], &[ino])?;
+        let mut s = self.leased_for(s, &[(parent, name)], &[ino])?;
         let i = s.inode(ino)?;
         if i.kind != Kind::Dir {
             return Err(FsError::WrongKind(format!("{path} is not a directory")));
@@ -417,7 +430,7 @@ impl Pxfs {
             return Ok(());
         }
         let objects: Vec<u64> = std::iter::once(ino).chain(replace).collect();
-        let mut s = self.leased_for(&[(fp, fname), (tp, tname)], &objects)?;
+        let mut s = self.leased_for(self.client.state(), &[(fp, fname), (tp, tname)], &objects)?;
         // Looked up again under the leases: the target may have changed meanwhile.
         let replace = s.lookup(tp, tname)?.filter(|&o| o != ino);
         if let Some(old) = replace
@@ -457,12 +470,12 @@ impl Pxfs {
     /// owner, or a user who may read and write it, may name it elsewhere.
     pub fn link(&self, existing: &str, new: &str) -> Result<()> {
         let ino = self.client.resolve(existing)?;
-        let (parent, name, found) = self.client.resolve_parent(new)?;
+        let (s, parent, name, found) = self.client.resolve_parent_locked(new)?;
         dir::check_name(name)?;
         if found.is_some() {
             return Err(FsError::Exists(new.into()));
         }
-        let mut s = self.leased_for(&[(parent, name)], &[ino])?;
+        let mut s = self.leased_for(s, &[(parent, name)], &[ino])?;
         if s.inode(ino)?.kind != Kind::File {
             return Err(FsError::WrongKind(format!("{existing} is not a file")));
         }
