@@ -537,40 +537,67 @@ fn first_reads_read_the_mapping_while_another_thread_holds_the_state() {
 }
 
 /// What a reader found in the mapping under the shared state is cached afterwards only
-/// if no one held the state alone in between: a change made in between (a write of the
-/// file, a lease given back) may have made it stale.
+/// if nothing the cache saw in between touched it: a hold of the state that changed
+/// nothing, or a write of another file, leaves it to be cached (before, any exclusive
+/// hold kept it out); a write of the file itself, which rewrote its inode, or a clear
+/// of the caches (a lease given back) does not.
 #[test]
-fn reads_from_the_mapping_are_cached_only_if_nothing_changed_since() {
+fn reads_from_the_mapping_are_cached_only_if_nothing_changed_them_since() {
+    use pmlab_fs::client::Reach;
     let (tmp, svc) = serve();
-    let sock = tmp.path().join("sock");
-    let fs = Pxfs::mount(&sock).unwrap();
-    write_and_sync(&fs, &["/f"], &words(9, 0, 4096));
-    let (ino, inode, holds) = {
+    let fs = Pxfs::mount(&tmp.path().join("sock")).unwrap();
+    write_and_sync(&fs, &["/f", "/g"], &words(9, 0, 4096));
+    let ino = fs.stat("/f").unwrap().ino;
+    let cached = || fs.client().state_shared().cached_inode(ino);
+    // f's inode from the mapping, after the caches were emptied, and the tick it is
+    // as of.
+    let read = || {
+        fs.client().state().forget_cached();
         let s = fs.client().state_shared();
-        let ino = s.cached_lookup(pmlab_fs::layout::ROOT_INO, "f").unwrap();
         assert_eq!(s.cached_inode(ino), None, "the inode is still cached");
-        let inode = s
-            .inode_within(ino, pmlab_fs::client::Reach::Mapping)
-            .expect("readable from the mapping");
-        (ino, inode, s.holds())
+        let inode = s.inode_within(ino, Reach::Mapping).expect("in the mapping");
+        (inode, s.cache_tick())
     };
+    let append = |path: &str| {
+        let flags = OpenFlags {
+            write: true,
+            append: true,
+            ..Default::default()
+        };
+        let fd = fs.open(path, flags).unwrap();
+        fs.write(fd, &words(9, 0, 100)).unwrap();
+        fs.close(fd).unwrap();
+    };
+
+    let (inode, tick) = read();
     drop(fs.client().state());
-    fs.client().remember(holds, ino, &inode, None);
-    assert_eq!(
-        fs.client().state_shared().cached_inode(ino),
-        None,
-        "an inode read before an exclusive hold was cached after it"
-    );
-    let holds = fs.client().state_shared().holds();
-    fs.client().remember(holds, ino, &inode, Some((0, &[0])));
+    append("/g");
+    fs.client()
+        .remember(tick, &[(ino, inode)], Some((ino, 0, &[77])));
+    assert_eq!(cached(), Some(inode), "an untouched read was not cached");
     let s = fs.client().state_shared();
     assert_eq!(
-        s.cached_inode(ino),
-        Some(inode),
-        "nothing came between, yet not cached"
+        s.cached_pages(ino, &inode, 0, 0),
+        Some(vec![77]),
+        "nor its pages"
     );
-    assert_eq!(s.cached_pages(ino, &inode, 0, 0), Some(vec![0]));
     drop(s);
+
+    let (inode, tick) = read();
+    append("/f");
+    let now = fs.client().state().inode(ino).unwrap();
+    assert_ne!(now, inode, "the append left the inode as it was");
+    fs.client().remember(tick, &[(ino, inode)], None);
+    assert_eq!(
+        cached(),
+        Some(now),
+        "a read older than the write was cached"
+    );
+
+    let (inode, tick) = read();
+    fs.client().state().forget_cached();
+    fs.client().remember(tick, &[(ino, inode)], None);
+    assert_eq!(cached(), None, "a read older than a clear was cached");
     drop(fs);
     svc.stop().unwrap();
 }

@@ -20,8 +20,8 @@
 //! reader (webserver x100 opens each of its 10,000 files for the first time once;
 //! those opens and reads were most of the run's context switches). So a reader that
 //! shares the client with other threads reads the mapping under the shared state, and
-//! afterwards caches what it read only if the state is free at once and no one held
-//! it alone in between ([`Client::remember`]). A thread alone takes the exclusive
+//! afterwards caches what it read if the state is free at once and nothing the cache
+//! saw in between touched it ([`Client::remember`]). A thread alone takes the exclusive
 //! path, which is as quick and caches as it reads.
 //!
 //! [`MetaCache::is_covered_as_of`]: crate::cache::MetaCache::is_covered_as_of
@@ -70,6 +70,16 @@ impl State {
         })
     }
 
+    /// [`State::inode_within`], noting in `found` an inode read from the mapping.
+    fn inode_noting(&self, ino: u64, reach: Reach, found: &mut Vec<(u64, Inode)>) -> Option<Inode> {
+        if let Some(i) = self.cache.inode(ino) {
+            return Some(i);
+        }
+        let i = self.inode_within(ino, reach)?;
+        found.push((ino, i));
+        Some(i)
+    }
+
     /// The object named `name` in directory `dino`, if the name is cached.
     pub fn cached_lookup(&self, dino: u64, name: &str) -> Option<u64> {
         self.names.get(&dino)?.get(name).copied()
@@ -113,25 +123,30 @@ impl State {
         })
     }
 
-    /// Exclusive holds of the state so far (see [`Client::remember`]).
+    /// Exclusive holds of the state so far.
     pub fn holds(&self) -> u64 {
         self.holds
     }
 
-    /// Caches inode `ino` as `inode` and, if given, its data pages from `first` on,
-    /// as the exclusive path caches what it reads (see [`Client::remember`]).
-    fn remember_read(&mut self, ino: u64, inode: &Inode, pages: Option<(u64, &[u64])>) {
+    /// The tick of the cache's latest change, which what is read from the mapping now
+    /// is as of (see [`Client::remember`]).
+    pub fn cache_tick(&self) -> u64 {
+        self.cache.tick()
+    }
+
+    /// Caches inode `ino` as `inode`, read at cache tick `tick`, if nothing the cache
+    /// saw since touched it, as the exclusive path caches what it reads (see
+    /// [`Client::remember`]); whether it is cached as read now.
+    fn remember_inode(&mut self, tick: u64, ino: u64, inode: &Inode) -> bool {
+        if !self.cache.unchanged_since(tick, ino) {
+            return false;
+        }
         match self.cache.inode(ino) {
             None => self.cache.put_inode(ino, *inode),
-            Some(cached) if cached != *inode => return,
+            Some(cached) if cached != *inode => return false,
             Some(_) => {}
         }
-        for (index, &page) in pages
-            .into_iter()
-            .flat_map(|(first, pages)| (first..).zip(pages))
-        {
-            self.cache.put_leaf(ino, index, page);
-        }
+        true
     }
 
     /// Runs `read` on a view of the mapping with the client's overlay laid over it,
@@ -157,8 +172,8 @@ impl State {
 
     /// Whether directory `d`, cached or read as far as `reach` allows, is one the
     /// client may search.
-    fn searchable_within(&self, d: u64, reach: Reach) -> bool {
-        self.inode_within(d, reach).is_some_and(|i| {
+    fn searchable_within(&self, d: u64, reach: Reach, found: &mut Vec<(u64, Inode)>) -> bool {
+        self.inode_noting(d, reach, found).is_some_and(|i| {
             let (uid, gid) = self.cred();
             i.kind == Kind::Dir && access(uid, gid, i.uid, i.gid, i.mode).exec
         })
@@ -174,19 +189,22 @@ impl Client {
     /// [`Client::resolve_parent`] of a path whose object exists, under the shared
     /// state `s`, from the caches or as far as `reach` allows: (parent directory, last
     /// name, object), or `None` if any lease on the way is not known, a name or
-    /// directory inode is out of reach, or the walk is refused.
+    /// directory inode is out of reach, or the walk is refused. The inodes of the
+    /// directories on the way that were read from the mapping go into `found`, to be
+    /// cached afterwards ([`Client::remember`]).
     pub fn resolve_within<'p>(
         &self,
         s: &State,
         path: &'p str,
         reach: Reach,
+        found: &mut Vec<(u64, Inode)>,
     ) -> Option<(u64, &'p str, u64)> {
         let rest = path.strip_prefix('/')?;
         let mut comps = rest.split('/').filter(|c| !c.is_empty()).peekable();
         let mut d = ROOT_INO;
         while let Some(c) = comps.next() {
             if !s.known_covered_shared(self.lookup_key(d, c), false)
-                || !s.searchable_within(d, reach)
+                || !s.searchable_within(d, reach, found)
             {
                 return None;
             }
@@ -201,19 +219,21 @@ impl Client {
 
     /// The object at `path` and its inode, under the shared state `s`, if the walk
     /// there ([`Client::resolve_within`]) and its inode are in `reach` and a lease is
-    /// known to cover the object (exclusively, if `exclusive`).
+    /// known to cover the object (exclusively, if `exclusive`). The inodes read from
+    /// the mapping on the way, the object's included, go into `found`.
     pub fn object_within(
         &self,
         s: &State,
         path: &str,
         exclusive: bool,
         reach: Reach,
+        found: &mut Vec<(u64, Inode)>,
     ) -> Option<(u64, Inode)> {
-        let (_, _, ino) = self.resolve_within(s, path, reach)?;
+        let (_, _, ino) = self.resolve_within(s, path, reach, found)?;
         if !s.known_covered_shared(ino, exclusive) {
             return None;
         }
-        Some((ino, s.inode_within(ino, reach)?))
+        Some((ino, s.inode_noting(ino, reach, found)?))
     }
 
     /// Enters a read under the shared state (until the guard goes), and says how far
@@ -233,16 +253,34 @@ impl Client {
         (reach, Reader(&self.readers))
     }
 
-    /// Caches what a reader found in the mapping under the shared state, seen when
-    /// the state had been held exclusively `holds` times (see [`State::holds`]), if
-    /// the state is free at once and no one held it exclusively since: the reads then
-    /// stand as if made under the exclusive state, which would have cached them, and
-    /// the next reader of the file finds them cached. Otherwise nothing is cached.
-    pub fn remember(&self, holds: u64, ino: u64, inode: &Inode, pages: Option<(u64, &[u64])>) {
-        if let Ok(mut s) = self.state.try_write()
-            && s.holds == holds
-        {
-            s.remember_read(ino, inode, pages);
+    /// Caches what a reader found in the mapping under the shared state as of cache
+    /// tick `tick` ([`State::cache_tick`]), if the state is free at once: each inode
+    /// of `inodes` that nothing the cache saw since touched (as [`MetaCache`] stamps
+    /// its changes), and `pages`, a file's data pages from a page index on (`(ino,
+    /// first, pages)`), if that file's inode is among them and cached as read. Those
+    /// reads then stand as if made under the exclusive state, which would have cached
+    /// them, and the next reader finds them cached. The rest is not cached.
+    ///
+    /// Before, any exclusive hold in between kept a reader's finds out of the cache;
+    /// in webserver x100, where one thread in ten appends to a shared log each
+    /// iteration, the opens then read the inodes of the directories on their way, and
+    /// of their files, from the mapping again and again.
+    ///
+    /// [`MetaCache`]: crate::cache::MetaCache
+    pub fn remember(&self, tick: u64, inodes: &[(u64, Inode)], pages: Option<(u64, u64, &[u64])>) {
+        let Ok(mut s) = self.state.try_write() else {
+            return;
+        };
+        let mut file = None;
+        for &(ino, inode) in inodes {
+            if s.remember_inode(tick, ino, &inode) {
+                file = file.or(pages.filter(|p| p.0 == ino));
+            }
+        }
+        if let Some((ino, first, pages)) = file {
+            for (index, &page) in (first..).zip(pages) {
+                s.cache.put_leaf(ino, index, page);
+            }
         }
     }
 }

@@ -58,10 +58,13 @@ impl Pxfs {
             None => return None,
         };
         let copy = s.shared_copy(i.domain, false, n)?;
-        let holds = s.holds();
+        let tick = s.cache_tick();
         drop(s);
         if mapped {
-            self.client.remember(holds, ino, &i, Some((first, &pages)));
+            // The pages came from the mapping, and the inode too unless it was cached
+            // (cached pages need their inode cached as read).
+            let pages = Some((ino, first, pages.as_slice()));
+            self.client.remember(tick, &[(ino, i)], pages);
         }
         Some(
             self.copy_out(copy, i.domain, pieces(off, n, &pages), buf)

@@ -226,9 +226,11 @@ impl Pxfs {
     fn open_cached(&self, path: &str, flags: OpenFlags) -> Option<Fd> {
         let (reach, _reader) = self.client.shared_reach();
         let s = self.client.state_shared();
+        let mut found = Vec::new();
+        let write = flags.write || flags.truncate;
         let (ino, i) = self
             .client
-            .object_within(&s, path, flags.write || flags.truncate, reach)?;
+            .object_within(&s, path, write, reach, &mut found)?;
         let (uid, gid) = s.cred();
         let acc = access(uid, gid, i.uid, i.gid, i.mode);
         let allowed = if flags.write { acc.write } else { acc.read };
@@ -237,10 +239,10 @@ impl Pxfs {
         }
         s.note_open(ino);
         let seen = s.losses();
-        let mapped = (s.cached_inode(ino) != Some(i)).then(|| s.holds());
+        let tick = s.cache_tick();
         drop(s);
-        if let Some(holds) = mapped {
-            self.client.remember(holds, ino, &i, None);
+        if !found.is_empty() {
+            self.client.remember(tick, &found, None);
         }
         Some(self.new_fd(ino, flags, seen))
     }
@@ -562,7 +564,15 @@ impl Pxfs {
     fn stat_cached(&self, path: &str) -> Option<Stat> {
         let (reach, _reader) = self.client.shared_reach();
         let s = self.client.state_shared();
-        let (ino, i) = self.client.object_within(&s, path, false, reach)?;
+        let mut found = Vec::new();
+        let (ino, i) = self
+            .client
+            .object_within(&s, path, false, reach, &mut found)?;
+        let tick = s.cache_tick();
+        drop(s);
+        if !found.is_empty() {
+            self.client.remember(tick, &found, None);
+        }
         Some(stat_of(ino, &i))
     }
 

@@ -22,6 +22,9 @@ use crate::layout::{INODES_PER_PAGE, Superblock};
 use crate::media::{PageBuf, Tag};
 use crate::view::PageSource;
 
+mod stamps;
+use stamps::Stamps;
+
 /// Checked metadata, valid while the client's leases stay as they were.
 #[derive(Default)]
 pub struct MetaCache {
@@ -40,6 +43,8 @@ pub struct MetaCache {
     /// carried from one check to the next under the same rule as `covered`; the
     /// checks themselves forget them where an operation took a name away or moved one.
     checked: FxHashSet<u64>,
+    /// When what is held of each inode last changed (see [`MetaCache::unchanged_since`]).
+    stamps: Stamps,
 }
 
 /// The cached inodes of one inode-table page, with their files' page maps.
@@ -72,11 +77,25 @@ fn group_of(ino: u64) -> u64 {
 impl MetaCache {
     /// Forgets everything.
     pub fn clear(&mut self) {
+        self.stamps.everything();
         self.groups.clear();
         self.ancestry.clear();
         self.radix_pages.clear();
         self.covered.clear();
         self.checked.clear();
+    }
+
+    /// The tick of the cache's latest change: an inode read now from the media may be
+    /// cached later if [`MetaCache::unchanged_since`] this tick.
+    pub fn tick(&self) -> u64 {
+        self.stamps.now()
+    }
+
+    /// Whether nothing the cache saw since tick `tick` dropped or rewrote inode `ino`
+    /// or its page map, or would have had they been cached: what was read of them
+    /// then may be cached now, as if cached then.
+    pub fn unchanged_since(&self, tick: u64, ino: u64) -> bool {
+        self.stamps.unchanged_since(tick, group_of(ino), ino)
     }
 
     /// A cached inode.
@@ -202,9 +221,11 @@ impl MetaCache {
     pub fn forget_pages(&mut self, sb: &Superblock, pages: impl Iterator<Item = u64>) {
         for p in pages {
             self.radix_pages.remove(&p);
-            if (sb.itable_first..sb.pool_first).contains(&p)
-                && let Some(g) = self.groups.get_mut(&(p - sb.itable_first))
-            {
+            if !(sb.itable_first..sb.pool_first).contains(&p) {
+                continue;
+            }
+            self.stamps.group(p - sb.itable_first);
+            if let Some(g) = self.groups.get_mut(&(p - sb.itable_first)) {
                 g.forget_all();
             }
         }
@@ -230,6 +251,7 @@ impl MetaCache {
             self.radix_pages.remove(&p);
         }
         for &ino in written {
+            self.stamps.inode(ino);
             let Some(g) = self.groups.get_mut(&group_of(ino)) else {
                 continue;
             };
@@ -254,6 +276,7 @@ impl MetaCache {
 
     /// Drops inode `ino` and its page map.
     pub fn forget_inode(&mut self, ino: u64) {
+        self.stamps.inode(ino);
         if let Some(g) = self.groups.get_mut(&group_of(ino)) {
             g.inodes.remove(&ino);
             g.leaves.remove(&ino);
@@ -262,6 +285,7 @@ impl MetaCache {
 
     /// Drops the page map of file `ino`.
     pub fn forget_leaves(&mut self, ino: u64) {
+        self.stamps.inode(ino);
         if let Some(g) = self.groups.get_mut(&group_of(ino)) {
             g.leaves.remove(&ino);
         }
@@ -346,5 +370,38 @@ mod tests {
         c.refresh_written(&sb, std::iter::once(pno), &[b], &FxHashMap::default());
         assert_eq!(c.inode(b), None, "a written inode with no image goes");
         assert_eq!(c.inode(a), Some(file(8192)), "and only that one");
+    }
+
+    /// Every change the cache sees stamps what it touched, cached or not: a find of an
+    /// inode from before a rewrite of it, a drop of its page map, a change of its
+    /// inode-table page or a clear is refused; a find nothing touched stands.
+    #[test]
+    fn changes_stamp_what_they_touch_cached_or_not() {
+        let sb = Superblock::plan(&Params::default()).unwrap();
+        let (a, b) = (INODES_PER_PAGE + 3, 2 * INODES_PER_PAGE + 1);
+        let mut c = MetaCache::default();
+        let t = c.tick();
+        c.refresh_written(&sb, std::iter::empty(), &[a], &FxHashMap::default());
+        assert!(
+            !c.unchanged_since(t, a),
+            "an inode written while not cached"
+        );
+        assert!(c.unchanged_since(t, b), "an inode not written");
+        let t = c.tick();
+        let (pb, _) = sb.inode_pos(b);
+        c.forget_pages(&sb, std::iter::once(pb));
+        assert!(!c.unchanged_since(t, b), "an inode of a changed page");
+        assert!(c.unchanged_since(t, a), "an inode of another page");
+        let t = c.tick();
+        c.forget_leaves(a);
+        assert!(!c.unchanged_since(t, a), "a file whose page map went");
+        let t = c.tick();
+        c.forget_inode(b);
+        assert!(!c.unchanged_since(t, b), "a dropped inode");
+        assert!(c.unchanged_since(t, a), "and only that one");
+        let t = c.tick();
+        c.clear();
+        assert!(!c.unchanged_since(t, a), "anything, after a clear");
+        assert!(c.unchanged_since(c.tick(), a), "a find after every change");
     }
 }
