@@ -268,6 +268,10 @@ impl Client {
     ///
     /// [`MetaCache`]: crate::cache::MetaCache
     pub fn remember(&self, tick: u64, inodes: &[(u64, Inode)], pages: Option<(u64, u64, &[u64])>) {
+        if inodes.is_empty() {
+            // Nothing read from the mapping: no need to take the state.
+            return;
+        }
         let Ok(mut s) = self.state.try_write() else {
             return;
         };

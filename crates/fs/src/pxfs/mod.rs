@@ -241,9 +241,7 @@ impl Pxfs {
         let seen = s.losses();
         let tick = s.cache_tick();
         drop(s);
-        if !found.is_empty() {
-            self.client.remember(tick, &found, None);
-        }
+        self.client.remember(tick, &found, None);
         Some(self.new_fd(ino, flags, seen))
     }
 
@@ -570,9 +568,7 @@ impl Pxfs {
             .object_within(&s, path, false, reach, &mut found)?;
         let tick = s.cache_tick();
         drop(s);
-        if !found.is_empty() {
-            self.client.remember(tick, &found, None);
-        }
+        self.client.remember(tick, &found, None);
         Some(stat_of(ino, &i))
     }
 
