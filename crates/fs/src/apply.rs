@@ -74,7 +74,24 @@ pub trait Authority {
     fn now(&self) -> u64 {
         0
     }
+    /// The time to stamp for a client's [`Op::Stamp`] of `claimed`: the claim, kept
+    /// within [`MAX_STAMP_AGE_NS`] behind [`Authority::now`] and never after it. A
+    /// client may thus date what it changes only to when it could have recorded it,
+    /// give or take the window; libFS's own stamps fall in it (it ships what it
+    /// records within milliseconds, and at the latest on an fsync), so the service
+    /// writes the pages libFS's check wrote and libFS keeps its cache of them.
+    fn stamp(&self, claimed: u64) -> u64 {
+        let now = self.now();
+        claimed.clamp(now.saturating_sub(MAX_STAMP_AGE_NS), now)
+    }
 }
+
+/// How far behind the applier's clock a client's stamp may date its changes. Aerie's
+/// libFS makes its changes itself and the trusted service only checks them, so the
+/// changes' times are libFS's (as a kernel file system's are the time of the call,
+/// not of the write back); the window bounds what a client with the right to change
+/// an object can backdate (a second, where POSIX lets an owner set any time).
+pub const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
 
 /// An authority that holds every right: root, every lease, every inode and data page
 /// reserved, nothing open. The crash test of the commit path and the unit tests speak
@@ -450,6 +467,10 @@ impl<'a, 'm, R: MediaRead + ?Sized> Applier<'a, 'm, R> {
                 page,
                 count,
             } => self.map_pages(*ino, *index, *page, *count),
+            Op::Stamp { now } => {
+                self.now = self.auth.stamp(*now);
+                Ok(())
+            }
         }
     }
 

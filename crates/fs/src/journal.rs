@@ -94,6 +94,15 @@ pub enum Op {
         /// Number of pages.
         count: u64,
     },
+    /// Stamps what the operations after it change (until the next stamp) with time
+    /// `now`, in nanoseconds since the Unix epoch: the client's clock when it recorded
+    /// them. The service takes the stamp only within a window behind its own clock
+    /// ([`crate::apply::Authority::stamp`]); operations before any stamp get the
+    /// service's clock.
+    Stamp {
+        /// When the client recorded the operations.
+        now: u64,
+    },
 }
 
 impl Op {
@@ -107,6 +116,7 @@ impl Op {
             Op::Rename { .. } => "rename",
             Op::SetSize { .. } => "set-size",
             Op::MapPages { .. } => "map-pages",
+            Op::Stamp { .. } => "stamp",
         }
     }
 }
@@ -198,6 +208,10 @@ pub fn encode_op(op: &Op, out: &mut Vec<u8>) {
                 p.extend_from_slice(&v.to_le_bytes());
             }
             7
+        }
+        Op::Stamp { now } => {
+            p.extend_from_slice(&now.to_le_bytes());
+            8
         }
     };
     let payload = head + 9;
@@ -341,6 +355,9 @@ fn decode_body(ty: u8, p: &mut Cursor<'_>) -> Result<Op, DecodeError> {
             index: p.u64("index")?,
             page: p.u64("page")?,
             count: p.u64("count")?,
+        },
+        8 => Op::Stamp {
+            now: p.u64("stamp")?,
         },
         t => {
             return Err(DecodeError {
@@ -489,6 +506,7 @@ mod tests {
                     count
                 }
             ),
+            any::<u64>().prop_map(|now| Op::Stamp { now }),
         ]
     }
 

@@ -267,13 +267,15 @@ fn rename_over_an_existing_file_is_one_operation() {
             );
         }
     }
-    // One record: no batch boundary can fall between the target's removal and the move.
+    // One record after its stamp: no batch boundary can fall between the target's
+    // removal and the move.
     {
         let s = fs.client().state();
         let ops = s.pending_ops();
-        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        assert!(matches!(&ops[0], Op::Stamp { .. }), "{ops:?}");
         assert!(
-            matches!(&ops[0], Op::Rename { replace, .. } if *replace == old),
+            matches!(&ops[1], Op::Rename { replace, .. } if *replace == old),
             "{ops:?}"
         );
     }

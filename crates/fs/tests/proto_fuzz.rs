@@ -273,6 +273,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
                 count
             }
         ),
+        any::<u64>().prop_map(|now| Op::Stamp { now }),
     ]
 }
 

@@ -655,3 +655,104 @@ fn pages_freed_by_another_client_serve_this_one() {
     }
     r.stop_and_check();
 }
+
+/// A client dates what it changes with its own clock only within the window behind
+/// the service's: a stamp in the future is the service's time, one too old is the
+/// window's edge, and one inside the window is taken as it is.
+#[test]
+fn a_client_dates_its_changes_only_within_the_stamp_window() {
+    use pmlab_fs::apply::MAX_STAMP_AGE_NS;
+    use pmlab_fs::mkfs::now_ns;
+    let r = rig(2000);
+    let mut s = Raw::connect(&r.sock);
+    let lease = Request::Acquire {
+        key: 1,
+        exclusive: true,
+    };
+    let granted = s.call(lease, &[]);
+    assert!(matches!(granted, Reply::Granted { .. }), "{granted:?}");
+    let reserve = Request::Reserve {
+        inodes: 3,
+        domain: 0,
+        pages: 0,
+        extent: 1,
+    };
+    let Reply::Reserved { inodes, .. } = s.call(reserve, &[]) else {
+        panic!("no inodes reserved")
+    };
+    // Directories: their data lie in no domain, so none needs to be asked for.
+    let create = |name: &str, ino: u64| Op::Create {
+        parent: 1,
+        name: name.into(),
+        ino,
+        kind: Kind::Dir,
+        mode: 0o755,
+        domain: 0,
+    };
+    let before = now_ns();
+    let honest = before - MAX_STAMP_AGE_NS / 2;
+    let batch = encode_batch(&[
+        Op::Stamp { now: u64::MAX },
+        create("future", inodes[0]),
+        Op::Stamp { now: 1 },
+        create("ancient", inodes[1]),
+        Op::Stamp { now: honest },
+        create("honest", inodes[2]),
+    ]);
+    let shipped = s.call(Request::Ship, &batch);
+    let after = now_ns();
+    assert!(matches!(shipped, Reply::Shipped { .. }), "{shipped:?}");
+    drop(s);
+    let fs = Pxfs::mount(&r.sock).unwrap();
+    let mtime = |path: &str| fs.stat(path).unwrap().mtime;
+    let future = mtime("/future");
+    assert!(
+        (before..=after).contains(&future),
+        "a stamp in the future was taken: {future} outside {before}..={after}"
+    );
+    let ancient = mtime("/ancient");
+    let edge = before - MAX_STAMP_AGE_NS..=after - MAX_STAMP_AGE_NS;
+    assert!(
+        edge.contains(&ancient),
+        "a stamp older than the window was taken: {ancient} outside {edge:?}"
+    );
+    assert_eq!(mtime("/honest"), honest, "a stamp inside the window");
+    assert_eq!(mtime("/"), honest, "the directory's stamp");
+    drop(fs);
+    r.stop_and_check();
+}
+
+/// An fsync leaves what libFS cached of the inodes it changed in its cache: the
+/// service stamps them with the time libFS's check did, so the inode-table pages it
+/// writes are the ones libFS holds, and none is read from the mapping again.
+#[test]
+fn an_fsync_keeps_the_inodes_it_wrote_cached() {
+    let r = rig(2000);
+    let fs = Pxfs::mount(&r.sock).unwrap();
+    let fd = fs.create("/f", 0o644).unwrap();
+    fs.write(fd, b"kept").unwrap();
+    // Before the fsync: a read of the mapping after it would cache what it read.
+    let ino = fs.stat("/f").unwrap().ino;
+    fs.fsync(fd).unwrap();
+    let cached = fs.client().state_shared().cached_inode(ino);
+    let mapped = fs
+        .client()
+        .state_shared()
+        .inode_within(ino, pmlab_fs::client::Reach::Mapping);
+    assert!(
+        cached.is_some(),
+        "the fsync took the file's inode out of the cache"
+    );
+    assert_eq!(
+        cached, mapped,
+        "the cached inode is not the one the service wrote"
+    );
+    let root = fs.client().state_shared().cached_inode(1);
+    assert!(
+        root.is_some(),
+        "the fsync took the directory's inode out of the cache"
+    );
+    fs.close(fd).unwrap();
+    drop(fs);
+    r.stop_and_check();
+}

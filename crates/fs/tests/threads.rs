@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use pmlab_fs::journal::Op;
 use pmlab_fs::layout::Params;
 use pmlab_fs::mkfs::RootOwner;
 use pmlab_fs::pxfs::{OpenFlags, Pxfs};
@@ -342,7 +343,11 @@ fn requests_that_free_pages_wait_for_the_copies_in_flight() {
 fn a_recorded_operation_is_sent_at_once_only_when_nothing_is_in_flight() {
     let (tmp, svc) = serve();
     let (fs, d) = mount_with_file(&tmp.path().join("sock"), 2);
-    let held = || fs.client().state().pending_ops().len();
+    let held = || {
+        let s = fs.client().state();
+        let ops = s.pending_ops().iter();
+        ops.filter(|op| !matches!(op, Op::Stamp { .. })).count()
+    };
     // Nothing in flight after the sync: the first operation goes at once.
     let sent = fs.client().requests_sent();
     fs.mkdir("/a", 0o755).unwrap();
@@ -469,9 +474,9 @@ fn cached_reads_share_the_state_and_writes_wait_for_it() {
     svc.stop().unwrap();
 }
 
-/// Creates each of `paths` holding `data`, then syncs: the ship takes the files'
-/// inodes out of libFS's cache (the service stamps them with its own clock), while
-/// their names stay cached.
+/// Creates each of `paths` holding `data`, syncs, and takes the files' inodes out of
+/// libFS's cache, while their names stay cached (as a file another client wrote, or
+/// one whose inode-table page the cache let go, is found).
 fn write_and_sync(fs: &Pxfs, paths: &[&str], data: &[u8]) {
     for path in paths {
         let fd = fs.create(path, 0o644).unwrap();
@@ -479,6 +484,10 @@ fn write_and_sync(fs: &Pxfs, paths: &[&str], data: &[u8]) {
         fs.close(fd).unwrap();
     }
     fs.sync().unwrap();
+    for path in paths {
+        let ino = fs.stat(path).unwrap().ino;
+        fs.client().state().forget_cached_inode(ino);
+    }
 }
 
 /// A first open and read of a file whose inode and page map libFS has not cached run
@@ -502,7 +511,7 @@ fn first_reads_read_the_mapping_while_another_thread_holds_the_state() {
             .cached_lookup(pmlab_fs::layout::ROOT_INO, "d")
             .expect("name cached");
         let ino = s.cached_lookup(d, "f").expect("name cached");
-        // What makes this test about the mapping: the ship took the inode's page.
+        // What makes this test about the mapping.
         assert_eq!(s.cached_inode(ino), None, "the inode is still cached");
         ino
     };

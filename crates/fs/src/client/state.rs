@@ -270,6 +270,12 @@ impl State {
         self.clean.clear();
     }
 
+    /// Forgets the cached copy of inode `ino` and its page map only: the next read of
+    /// them goes to the mapping.
+    pub fn forget_cached_inode(&mut self, ino: u64) {
+        self.cache.forget_inode(ino);
+    }
+
     /// Looks `name` up in directory `dino` (through the name cache).
     pub fn lookup(&mut self, dino: u64, name: &str) -> Result<Option<u64>> {
         if let Some(&i) = self.names.get(&dino).and_then(|d| d.get(name)) {
@@ -398,6 +404,7 @@ impl State {
         let own = std::mem::take(&mut self.overlay);
         let clean = std::mem::take(&mut self.clean);
         let cover = self.cache.take_checked(leases.losses());
+        let now = now_ns();
         let checked = {
             let auth = LocalAuth {
                 cred: (self.uid, self.gid),
@@ -406,7 +413,7 @@ impl State {
                 pages: &self.pages,
                 claimed: &self.claimed,
                 opens: self.opens.get_mut().unwrap_or_else(|e| e.into_inner()),
-                now: now_ns(),
+                now,
             };
             let none = Changes::default();
             let mut o = Overlay::for_txn(&mut self.meta, &none);
@@ -457,16 +464,30 @@ impl State {
             }
         }
         self.note_names(&ops);
+        // The service stamps what these change with the time this check stamped, so
+        // the pages it writes are the ones the overlay holds and the cache keeps them
+        // when the overlay goes (`keep_what_the_service_wrote`).
+        self.journal.push(Op::Stamp { now });
         self.journal.extend(ops);
         if self.overlay.len() > OVERLAY_MAX_PAGES {
             self.ship()?;
-        } else if self.journal.len() >= SHIP_OPS
+        } else if self.journal_ops() >= SHIP_OPS
             || self.batch_pages.len() as u64 > crate::redo::capacity(&self.sb) / 2
             || self.nothing_in_flight()
         {
             self.send_journal()?;
         }
         Ok(())
+    }
+
+    /// The operations in the journal, its stamps not counted (counted only once the
+    /// journal could hold [`SHIP_OPS`] of them).
+    fn journal_ops(&self) -> usize {
+        if self.journal.len() < SHIP_OPS {
+            return self.journal.len();
+        }
+        let stamps = self.journal.iter();
+        stamps.filter(|op| !matches!(op, Op::Stamp { .. })).count()
     }
 
     /// Whether no batch of this client is in flight or waited for by an fsync outside
@@ -820,7 +841,8 @@ impl State {
         v
     }
 
-    /// Operations recorded and not yet shipped (each one journal record).
+    /// Journal records not yet shipped: the operations recorded, each group of them
+    /// after the [`Op::Stamp`] of its time.
     pub fn pending_ops(&self) -> &[Op] {
         &self.journal
     }
