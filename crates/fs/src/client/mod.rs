@@ -33,6 +33,7 @@ mod data;
 mod granularity;
 mod group;
 mod leases;
+mod recorded;
 mod reserve;
 mod revoke;
 mod shared;
@@ -113,7 +114,7 @@ impl Client {
             batch_pages: Default::default(),
             inflight: Vec::new(),
             written: Some(Default::default()),
-            journal: Vec::new(),
+            journal: Default::default(),
             inodes: BTreeSet::new(),
             pages: FxHashMap::default(),
             claimed: FxHashMap::default(),

@@ -132,7 +132,7 @@ pub struct State {
     /// was last dropped, with their trailers, as its replies listed them (`None`: a
     /// batch was applied without a list). See [`State::ship`].
     pub(super) written: Option<FxHashMap<u64, u64>>,
-    pub(super) journal: Vec<Op>,
+    pub(super) journal: super::recorded::Recorded,
     /// Inodes reserved to this client (looked up and removed by every create).
     pub(super) inodes: BTreeSet<u64>,
     /// Data pages reserved to this client, by domain, as runs: every page a batch uses
@@ -467,27 +467,16 @@ impl State {
         // The service stamps what these change with the time this check stamped, so
         // the pages it writes are the ones the overlay holds and the cache keeps them
         // when the overlay goes (`keep_what_the_service_wrote`).
-        self.journal.push(Op::Stamp { now });
-        self.journal.extend(ops);
+        self.journal.push(now, ops);
         if self.overlay.len() > OVERLAY_MAX_PAGES {
             self.ship()?;
-        } else if self.journal_ops() >= SHIP_OPS
+        } else if self.journal.ops() >= SHIP_OPS
             || self.batch_pages.len() as u64 > crate::redo::capacity(&self.sb) / 2
             || self.nothing_in_flight()
         {
             self.send_journal()?;
         }
         Ok(())
-    }
-
-    /// The operations in the journal, its stamps not counted (counted only once the
-    /// journal could hold [`SHIP_OPS`] of them).
-    fn journal_ops(&self) -> usize {
-        if self.journal.len() < SHIP_OPS {
-            return self.journal.len();
-        }
-        let stamps = self.journal.iter();
-        stamps.filter(|op| !matches!(op, Op::Stamp { .. })).count()
     }
 
     /// Whether no batch of this client is in flight or waited for by an fsync outside
