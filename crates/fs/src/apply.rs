@@ -77,9 +77,10 @@ pub trait Authority {
     /// The time to stamp for a client's [`Op::Stamp`] of `claimed`: the claim, kept
     /// within [`MAX_STAMP_AGE_NS`] behind [`Authority::now`] and never after it. A
     /// client may thus date what it changes only to when it could have recorded it,
-    /// give or take the window; libFS's own stamps fall in it (it ships what it
-    /// records within milliseconds, and at the latest on an fsync), so the service
-    /// writes the pages libFS's check wrote and libFS keeps its cache of them.
+    /// give or take the window. libFS sends what it records at once when nothing of
+    /// its is in flight, else with its next batch, so its own stamps fall in the
+    /// window and the service writes the pages libFS's check wrote, which libFS then
+    /// keeps cached; a batch held longer is clamped, and its pages leave the cache.
     fn stamp(&self, claimed: u64) -> u64 {
         let now = self.now();
         claimed.clamp(now.saturating_sub(MAX_STAMP_AGE_NS), now)
