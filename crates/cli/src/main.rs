@@ -60,8 +60,62 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pmlab: error: {e:#}");
+            eprintln!("pmlab: error: {}", describe(&e));
             std::process::ExitCode::from(1)
         }
+    }
+}
+
+/// The error and its causes, each said once. Most of the project's errors name their
+/// source in their own message (`"{what}: {source}"`), which anyhow's alternate form
+/// (`{:#}`) would print a second time after it.
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let m = cause.to_string();
+        if out.contains(&m) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&m);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    /// An error in the project's style: it names its source in its own message.
+    #[derive(Debug)]
+    struct Named {
+        what: &'static str,
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Named {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}: {}", self.what, self.source)
+        }
+    }
+
+    impl std::error::Error for Named {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn a_cause_is_said_once() {
+        let io = std::io::Error::other("disk full");
+        let e = anyhow::Error::new(Named {
+            what: "writing x",
+            source: io,
+        });
+        assert_eq!(describe(&e), "writing x: disk full");
+        let e = anyhow::Error::msg("disk full").context("writing y");
+        assert_eq!(describe(&e), "writing y: disk full");
     }
 }

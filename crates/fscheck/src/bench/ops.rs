@@ -219,6 +219,49 @@ impl PxfsMount {
     }
 }
 
+/// Refuses a volume of `bytes` that `scratch` has no room for. Its spaces are populated
+/// whole when mapped (SCM is present from the start), so on a tmpfs one larger than the
+/// room left is not refused by the kernel but fills the memory, and the run is killed
+/// half-way by the out-of-memory killer, its volume left behind. A tmpfs's room is the
+/// lesser of its free space and the memory available: a tmpfs may be as large as the
+/// memory (Linux's /dev/shm is half of it by default, but need not be).
+fn check_room(scratch: &Path, bytes: u64) -> Result<()> {
+    let io = |e: rustix::io::Errno| FsError::Io {
+        what: format!("statfs {}", scratch.display()),
+        source: e.into(),
+    };
+    let st = rustix::fs::statvfs(scratch).map_err(io)?;
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    let on_tmpfs = rustix::fs::statfs(scratch).map_err(io)?.f_type == TMPFS_MAGIC;
+    let memory = on_tmpfs.then(memory_available).flatten();
+    let room = free.min(memory.unwrap_or(u64::MAX));
+    if bytes > room {
+        let memory = memory.map_or(String::new(), |m| {
+            format!(", {} MiB of memory available", m >> 20)
+        });
+        return Err(FsError::NoSpace(format!(
+            "a benchmark volume of {} MiB does not fit in {} ({} MiB free{memory}): \
+             run fewer iterations or files, or point the scratch directory elsewhere",
+            bytes >> 20,
+            scratch.display(),
+            free >> 20,
+        )));
+    }
+    Ok(())
+}
+
+/// `statfs`'s type of a tmpfs (linux/magic.h).
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// The memory the kernel says is available for new allocations without swapping
+/// (`MemAvailable` in /proc/meminfo), in bytes.
+fn memory_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
+}
+
 /// A fresh Aerie volume in a scratch directory, served from this process, with one
 /// PXFS mount. The volume and the service go away on drop.
 pub struct PxfsVolume {
@@ -252,6 +295,9 @@ impl PxfsVolume {
             kv_object_pages: size.kv_object_bytes.div_ceil(page).max(1),
             ..Default::default()
         };
+        // The metadata and one domain's data space, each populated whole when mapped.
+        let populated = (params.meta_pages + params.domain_pages).saturating_mul(page);
+        check_room(scratch, populated)?;
         let dir = scratch.join(format!("vol-{}", unique()));
         let socket = scratch.join(format!("sock-{}", unique()));
         pmlab_fs::volume::create(
