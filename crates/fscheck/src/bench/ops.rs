@@ -226,14 +226,12 @@ impl PxfsMount {
 /// lesser of its free space and the memory available: a tmpfs may be as large as the
 /// memory (Linux's /dev/shm is half of it by default, but need not be).
 fn check_room(scratch: &Path, bytes: u64) -> Result<()> {
-    let io = |e: rustix::io::Errno| FsError::Io {
+    let st = rustix::fs::statfs(scratch).map_err(|e| FsError::Io {
         what: format!("statfs {}", scratch.display()),
         source: e.into(),
-    };
-    let st = rustix::fs::statvfs(scratch).map_err(io)?;
-    let free = st.f_bavail.saturating_mul(st.f_frsize);
-    let on_tmpfs = rustix::fs::statfs(scratch).map_err(io)?.f_type == TMPFS_MAGIC;
-    let memory = on_tmpfs.then(memory_available).flatten();
+    })?;
+    let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
+    let memory = (st.f_type == TMPFS_MAGIC).then(memory_available).flatten();
     let room = free.min(memory.unwrap_or(u64::MAX));
     if bytes > room {
         let memory = memory.map_or(String::new(), |m| {
