@@ -163,12 +163,17 @@ impl Leases {
     }
 
     /// Records a grant of `key`, whose ancestry is `up` (`key` first), replacing a hold
-    /// of the same client; returns its number.
+    /// of the same client; returns its number. A shared grant to a client that holds
+    /// the key exclusively keeps it exclusive: the threads of one process share its
+    /// client, and one thread's shared request (a KVFS get) must not take away the
+    /// exclusive lease another thread is recording under (its put's batch would be
+    /// refused). libFS's lease table keeps the stronger lease the same way.
     pub fn grant(&mut self, client: u64, up: &[u64], exclusive: bool) -> u64 {
         let key = up.first().copied().unwrap_or(0);
         self.next_gen += 1;
         let grant = self.next_gen;
         let v = self.held.entry(key).or_default();
+        let exclusive = exclusive || v.iter().any(|h| h.client == client && h.exclusive);
         let had = v.iter().any(|h| h.client == client);
         v.retain(|h| h.client != client);
         v.push(Hold {
@@ -332,6 +337,13 @@ mod tests {
         l.release(7, 3, g3);
         assert_eq!(l.count(7), 0);
         assert_eq!(l.conflicts(9, &[3, 1], true), vec![(8, 5, 2)]);
+        // A shared grant to the holder of an exclusive lease keeps it exclusive.
+        let g5 = l.grant(8, &[5, 3, 1], false);
+        assert!(
+            l.holds(8, 5, true),
+            "a shared grant weakened an exclusive lease"
+        );
+        assert_eq!(l.conflicts(9, &[1], false), vec![(8, 5, g5)]);
         l.release_all(8);
         assert!(
             l.conflicts(9, &[1], true)

@@ -2,7 +2,7 @@
 //!
 //! libFS asks "does a lease cover this object?" several times per operation, and the
 //! answer walks the object's ancestry through the table. A yes stays true until a
-//! lease is given up or weakened (a new grant only adds cover), so the state keeps the
+//! lease is given up (a new grant only adds cover, and never weakens one held), so the state keeps the
 //! yeses it found ([`crate::cache::MetaCache`]) tagged with [`LeaseTable::losses`]:
 //! the table is changed only through methods that count what it loses, so no path
 //! can take a lease away and leave a stale yes behind.
@@ -38,14 +38,12 @@ impl LeaseTable {
         self.held.iter()
     }
 
-    /// Records a grant; one that turns an exclusive lease into a shared one counts as
-    /// a loss.
-    pub fn insert(&mut self, key: u64, lease: (bool, u64)) {
-        if let Some((true, _)) = self.held.insert(key, lease)
-            && !lease.0
-        {
-            self.lose();
-        }
+    /// Records a grant. A shared grant of a key held exclusively keeps it exclusive,
+    /// as the service does (`Leases::grant`): another thread's shared request must not
+    /// weaken the lease a thread records under.
+    pub fn insert(&mut self, key: u64, (exclusive, grant): (bool, u64)) {
+        let held = matches!(self.held.get(&key), Some((true, _)));
+        self.held.insert(key, (exclusive || held, grant));
     }
 
     /// Gives up the lease on `key`.
@@ -66,7 +64,7 @@ impl LeaseTable {
         self.losses.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// How many times a lease was lost or weakened: cover found at one count still
+    /// How many times a lease was lost: cover found at one count still
     /// holds while the count stays the same.
     pub fn losses(&self) -> u64 {
         self.losses.load(Ordering::SeqCst)
@@ -82,22 +80,28 @@ impl LeaseTable {
 mod tests {
     use super::*;
 
-    /// Every way of losing cover moves the count; gaining cover does not.
+    /// Every way of losing cover moves the count; gaining cover does not, and a shared
+    /// grant of a key held exclusively does not weaken it.
     #[test]
-    fn losses_count_every_lost_or_weakened_lease() {
+    fn losses_count_every_lost_lease_and_grants_never_weaken() {
         let mut t = LeaseTable::default();
         t.insert(1, (false, 1));
         t.insert(1, (true, 2));
         assert_eq!(t.losses(), 0, "gaining cover is no loss");
         t.insert(1, (false, 3));
-        assert_eq!(t.losses(), 1, "exclusive to shared is a loss");
+        assert_eq!(
+            t.get(&1),
+            Some(&(true, 3)),
+            "a shared grant keeps it exclusive"
+        );
+        assert_eq!(t.losses(), 0, "and loses nothing");
         t.remove(&2);
-        assert_eq!(t.losses(), 1, "removing nothing is no loss");
+        assert_eq!(t.losses(), 0, "removing nothing is no loss");
         t.remove(&1);
-        assert_eq!(t.losses(), 2);
+        assert_eq!(t.losses(), 1);
         t.insert(5, (true, 4));
         t.clear();
-        assert_eq!(t.losses(), 3);
+        assert_eq!(t.losses(), 2);
         assert!(t.get(&5).is_none());
     }
 }

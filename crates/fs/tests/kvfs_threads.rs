@@ -1,0 +1,148 @@
+//! Threads of one process sharing a KVFS store put, erase and get the same keys while
+//! another client puts them too, taking the keys' bucket leases away and back: no put
+//! is refused, and every get returns a whole version of its own key's value.
+//!
+//! The store's threads ask for the bucket's lease at once, some shared (a get) and
+//! some exclusive (a put): a shared grant that replaced the exclusive lease a put was
+//! recording under made libFS's check (or the service) refuse the put, "the client
+//! holds no lease covering inode N", in five runs of six of this test before grants
+//! kept the stronger lease (`lease::Leases::grant`, `client::leases`). It is ignored
+//! until the stale view it still finds is fixed: run it with `cargo test --release -p
+//! pmlab-fs --test kvfs_threads -- --ignored`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pmlab_fs::kvfs::Kvfs;
+use pmlab_fs::layout::Params;
+use pmlab_fs::mkfs::RootOwner;
+use pmlab_fs::service;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// A small volume: 8 KiB objects in a domain of 2,048, so that extents freed by puts
+/// and erases are handed out again within a few rounds of the stress test.
+fn params() -> Params {
+    Params {
+        meta_pages: 4096,
+        inodes: 31 * 64,
+        log_pages: 400,
+        max_domains: 8,
+        domain_pages: 4096,
+        kv_object_pages: 2,
+        volume_id: 13,
+    }
+}
+
+/// A fresh volume on tmpfs (where copies run outside the state), served on its
+/// `sock`.
+fn serve() -> (tempfile::TempDir, service::Handle) {
+    let tmp = tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs on Linux");
+    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
+    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
+    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
+    (tmp, svc)
+}
+
+fn open(tmp: &tempfile::TempDir) -> Kvfs {
+    Kvfs::open(&tmp.path().join("sock"), "/kv", 0o644).unwrap()
+}
+
+/// Version `v` of key `k`'s value: `1 + v % 1024` words, each `k << 32 | v`.
+fn value(k: u32, v: u32) -> Vec<u8> {
+    let word = (u64::from(k) << 32 | u64::from(v)).to_le_bytes();
+    word.repeat(1 + (v % 1024) as usize)
+}
+
+/// Whether `bytes` is some version of key `k`'s value, whole.
+fn is_a_version_of(k: u32, bytes: &[u8]) -> Result<(), String> {
+    if bytes.is_empty() || !bytes.len().is_multiple_of(8) {
+        return Err(format!("key {k}: {} bytes, not whole words", bytes.len()));
+    }
+    let first = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    let (key, v) = ((first >> 32) as u32, first as u32);
+    if key != k {
+        return Err(format!("key {k} holds a word of key {key}"));
+    }
+    if bytes != value(k, v) {
+        return Err(format!(
+            "key {k}: not version {v} whole ({} bytes)",
+            bytes.len()
+        ));
+    }
+    Ok(())
+}
+
+const KEYS: u32 = 24;
+const ROUNDS: u32 = 10_000;
+
+/// `rounds` seeded puts (and one erase in eight) of the keys, as writer `id`.
+fn writer(id: u32, kv: &Kvfs, rounds: u32) -> Result<(), String> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(u64::from(id));
+    for round in 0..rounds {
+        let k = rng.gen_range(0..KEYS);
+        let key = format!("k{k}");
+        if rng.gen_range(0..8) == 0 {
+            kv.erase(&key)
+                .map_err(|e| format!("writer {id}: erase {key}: {e}"))?;
+        } else {
+            kv.put(&key, &value(k, id << 24 | round))
+                .map_err(|e| format!("writer {id}: put {key}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Seeded gets of the keys until `stop`, each checked to be a whole version of its key.
+fn reader(seed: u64, kv: &Kvfs, stop: &AtomicBool) -> Result<(), String> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut buf = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        let k = rng.gen_range(0..KEYS);
+        let found = kv
+            .get_into(&format!("k{k}"), &mut buf)
+            .map_err(|e| format!("get k{k}: {e}"))?;
+        if found {
+            is_a_version_of(k, &buf)?;
+        }
+    }
+    Ok(())
+}
+
+/// Two threads of one store put and erase a few keys and three get them, while a
+/// second client puts the same keys (each of its puts takes a bucket's lease from the
+/// store, which takes it back after): no put is refused, and every get returns some
+/// whole version of its own key's value.
+#[test]
+#[ignore = "fails about one run in ten: a put refused with \"inode N is a Free, not a \
+            file\" or a get with \"not a KVFS object\" (libFS's view of an object another \
+            client made while it held the bucket's lease is stale; open, see docs/aerie.md)"]
+fn threads_of_a_store_and_another_client_put_and_get_the_same_keys() {
+    let (tmp, svc) = serve();
+    let (kv, other) = (open(&tmp), open(&tmp));
+    let stop = AtomicBool::new(false);
+    let errors: Vec<String> = std::thread::scope(|s| {
+        // The other client works a third of the rounds: each of its puts takes a
+        // bucket's lease from the store, which takes it back after.
+        let writers = [
+            s.spawn(|| writer(1, &kv, ROUNDS)),
+            s.spawn(|| writer(2, &kv, ROUNDS)),
+            s.spawn(|| writer(3, &other, ROUNDS / 3)),
+        ];
+        let readers: Vec<_> = (10..13)
+            .map(|seed| {
+                let (kv, stop) = (&kv, &stop);
+                s.spawn(move || reader(seed, kv, stop))
+            })
+            .collect();
+        let mut errors: Vec<String> = writers
+            .into_iter()
+            .filter_map(|h| h.join().unwrap().err())
+            .collect();
+        stop.store(true, Ordering::SeqCst);
+        errors.extend(readers.into_iter().filter_map(|h| h.join().unwrap().err()));
+        errors
+    });
+    assert!(errors.is_empty(), "{errors:#?}");
+    drop((kv, other));
+    svc.stop().unwrap();
+}
