@@ -293,11 +293,25 @@ impl Client {
             // was read of the objects the new leases cover (and of the directories
             // above them) without a lease covering it may be stale; what was read
             // under leases held all along stands.
-            self.state().forget_before_grants(&keys, !wider.is_empty());
+            self.settle_grants(&keys, &wider);
         }
         Err(FsError::Refused(format!(
             "leases on {keys:?} revoked again and again"
         )))
+    }
+
+    /// Makes the leases just granted on `keys` (and the directories in `wider`) usable
+    /// (see `LeaseTable::insert`): ships what the process's other threads recorded
+    /// since the grants through pages read before them (an inode another client made
+    /// under the new lease would read as free there), forgets what was read before,
+    /// and settles them.
+    fn settle_grants(&self, keys: &[(u64, bool)], wider: &[u64]) {
+        let mut s = self.state();
+        // A refused batch is a loss, recorded for fsync and close to report.
+        let _ = s.ship();
+        s.forget_before_grants(keys, !wider.is_empty());
+        let mut l = self.conn.leases.lock().unwrap_or_else(|e| e.into_inner());
+        l.settle(keys.iter().map(|k| k.0).chain(wider.iter().copied()));
     }
 
     /// Asks for the whole directory of bucket (or bucket's names) key `key` if no one
