@@ -2,10 +2,11 @@
 //!
 //! libFS asks "does a lease cover this object?" several times per operation, and the
 //! answer walks the object's ancestry through the table. A yes stays true until a
-//! lease is given up (a new grant only adds cover, and never weakens one held), so the state keeps the
-//! yeses it found ([`crate::cache::MetaCache`]) tagged with [`LeaseTable::losses`]:
-//! the table is changed only through methods that count what it loses, so no path
-//! can take a lease away and leave a stale yes behind.
+//! lease is given up (a new grant only adds cover, and never weakens a lease held), so
+//! the state keeps the yeses it found ([`crate::cache::MetaCache`]) tagged with
+//! [`LeaseTable::losses`]: the table is changed only through methods that count what
+//! it loses, so no path can take a lease away and leave a stale yes behind. A lease
+//! granted anew covers nothing until it is settled ([`LeaseTable::settle`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +22,7 @@ pub struct LeaseTable {
     /// may have read pages holding it (an inode-table page also holds inodes of keys
     /// whose leases this client kept) into the overlay or the caches. The thread that
     /// asked settles them once it has shipped and forgotten what was read before
-    /// (`Client::leased_keys`); meanwhile they cover nothing.
+    /// (`Client::settle_grants`); meanwhile they cover nothing.
     unsettled: FxHashSet<u64>,
     /// Shared with [`LeaseTable::losses_counter`]'s holders, who read it without the
     /// table's lock (a cached read asks for it once per name it walks).
@@ -91,8 +92,8 @@ impl LeaseTable {
         self.losses.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// How many times a lease was lost: cover found at one count still
-    /// holds while the count stays the same.
+    /// How many times a lease was lost: cover found at one count still holds while
+    /// the count stays the same.
     pub fn losses(&self) -> u64 {
         self.losses.load(Ordering::SeqCst)
     }
@@ -127,7 +128,6 @@ mod tests {
         assert_eq!(t.losses(), 0, "removing nothing is no loss");
         t.remove(&1);
         assert_eq!(t.losses(), 1);
-        t.settle([5]);
         t.insert(5, (true, 4));
         t.clear();
         assert_eq!(t.losses(), 2);
