@@ -21,10 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pmlab_fs::kvfs::Kvfs;
 use pmlab_fs::layout::Params;
-use pmlab_fs::mkfs::RootOwner;
 use pmlab_fs::service;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+mod support;
 
 /// A small volume: 8 KiB objects in a domain of 2,048, so that extents freed by puts
 /// and erases are handed out again within a few rounds of the stress test.
@@ -40,14 +41,10 @@ fn params() -> Params {
     }
 }
 
-/// A fresh volume on tmpfs (where copies run outside the state), served on its
-/// `sock`.
+/// A fresh volume of this test's geometry on tmpfs (where copies run outside the
+/// state), served on its `sock`.
 fn serve() -> (tempfile::TempDir, service::Handle) {
-    let tmp = tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs on Linux");
-    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
-    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
-    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
-    (tmp, svc)
+    support::shm::serve(&params())
 }
 
 fn open(tmp: &tempfile::TempDir) -> Kvfs {

@@ -19,11 +19,12 @@ use std::time::Duration;
 
 use pmlab_fs::journal::Op;
 use pmlab_fs::layout::Params;
-use pmlab_fs::mkfs::RootOwner;
 use pmlab_fs::pxfs::{OpenFlags, Pxfs};
 use pmlab_fs::service;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+mod support;
 
 const ROUNDS: usize = 1000;
 const PRIVATE_THREADS: u32 = 3;
@@ -252,20 +253,9 @@ fn threads_sharing_a_mount_never_see_a_page_change_files_under_a_copy() {
     assert!(errors.is_empty(), "{errors:#?}");
 }
 
-/// A scratch directory on tmpfs: volumes there stand for SCM, mapped with CPU
-/// write-backs, where libFS copies outside its state (on a disk file system the
-/// mapping is written back with `msync` and every copy stays under the state).
-fn shm() -> tempfile::TempDir {
-    tempfile::tempdir_in("/dev/shm").expect("/dev/shm is a tmpfs on Linux")
-}
-
-/// A fresh volume in a scratch directory on tmpfs, served on its `sock`.
+/// A fresh volume of this test's geometry on tmpfs, served on its `sock`.
 fn serve() -> (tempfile::TempDir, service::Handle) {
-    let tmp = shm();
-    let (vol, sock) = (tmp.path().join("vol"), tmp.path().join("sock"));
-    pmlab_fs::volume::create(&vol, &params(), RootOwner::current_user(0o777)).unwrap();
-    let svc = service::spawn(&vol, &sock, service::Config::default()).unwrap();
-    (tmp, svc)
+    support::shm::serve(&params())
 }
 
 /// A mount with `/f` of `pages` pages written and synced; the file's domain.

@@ -4,4 +4,5 @@
 #![allow(dead_code)]
 
 pub mod raw;
+pub mod shm;
 pub mod users;
