@@ -324,6 +324,9 @@ mod tests {
             let sb = Superblock::plan(&Params {
                 inodes,
                 meta_pages: 4096 + inodes / 8,
+                // Domains from 2 MiB to 4 GiB alongside, so both pools are checked
+                // across sizes.
+                domain_pages: inodes,
                 ..Params::default()
             })
             .unwrap();
