@@ -14,8 +14,9 @@
 //! object's extent is handed out again however fragmented the domain has become.
 
 use crate::client::Client;
+use crate::client::Copy;
 use crate::error::{FsError, Result};
-use crate::inode::Kind;
+use crate::inode::{Inode, Kind};
 use crate::journal::Op;
 use crate::media::PAGE;
 
@@ -248,37 +249,68 @@ impl Kvfs {
     /// buffer, as a `read` into the same array does, instead of allocating and zeroing
     /// one per value.
     pub fn get_into(&self, key: &str, buf: &mut Vec<u8>) -> Result<bool> {
-        if let Some(r) = self.get_cached(key, buf) {
-            return r;
+        let placed = self.get_placed(key, move |len| {
+            buf.resize(len, 0);
+            buf.as_mut_slice()
+        })?;
+        Ok(placed.is_some())
+    }
+
+    /// Copies the value stored under `key` into the start of `buf`, as much of it as
+    /// fits, and returns the value's whole length, or `None` if `key` holds no value: a
+    /// read into an array the caller placed where it wants it (the benchmarks read
+    /// into page-aligned buffers, see `pmlab_fscheck::bench::iobuf`).
+    pub fn get_to(&self, key: &str, buf: &mut [u8]) -> Result<Option<usize>> {
+        self.get_placed(key, move |len| {
+            let n = len.min(buf.len());
+            &mut buf[..n]
+        })
+    }
+
+    /// The get of [`Kvfs::get_into`] and [`Kvfs::get_to`]: `place` is told the value's
+    /// length (once, if the key exists) and gives the bytes to copy it into.
+    fn get_placed<'b>(
+        &self,
+        key: &str,
+        place: impl FnOnce(usize) -> &'b mut [u8],
+    ) -> Result<Option<usize>> {
+        if let Some((i, copy)) = self.cached_copy(key) {
+            let len = i.size as usize;
+            let buf = place(len);
+            return self
+                .client
+                .read_outside(copy, i.domain, |c| c.read(i.root * PAGE, buf))
+                .map(|()| Some(len));
         }
         let mut s = self.client.leased(self.lock_of(key), false)?;
         let Some(ino) = s.lookup(self.dir, key)? else {
-            return Ok(false);
+            return Ok(None);
         };
         let i = s.inode(ino)?;
         if i.kind != Kind::Kv {
             return Err(FsError::WrongKind(format!("{key} is not a KVFS object")));
         }
-        buf.resize(i.size as usize, 0);
+        let len = i.size as usize;
+        let buf = place(len);
         if i.root == 0 {
             buf.fill(0);
-            return Ok(true);
+            return Ok(Some(len));
         }
         // The bytes outside the state where the mapping allows (see `client::copies`).
         let Some(copy) = s.begin_copy(i.domain, false, buf.len())? else {
             s.read_data(i.domain, i.root * PAGE, buf)?;
-            return Ok(true);
+            return Ok(Some(len));
         };
         drop(s);
         self.client
             .read_outside(copy, i.domain, |c| c.read(i.root * PAGE, buf))
-            .map(|()| true)
+            .map(|()| Some(len))
     }
 
-    /// [`Kvfs::get_into`] of a key whose bucket lease, name and inode are cached, under
-    /// the state shared with the process's other threads (see `client::shared`);
-    /// `None` leaves the get to the exclusive path.
-    fn get_cached(&self, key: &str, buf: &mut Vec<u8>) -> Option<Result<bool>> {
+    /// The inode of a key whose bucket lease, name and inode are cached, and a copy to
+    /// read its value through, found under the state shared with the process's other
+    /// threads (see `client::shared`); `None` leaves the get to the exclusive path.
+    fn cached_copy(&self, key: &str) -> Option<(Inode, Copy)> {
         let s = self.client.state_shared();
         if !s.known_covered_shared(self.lock_of(key), false) {
             return None;
@@ -288,12 +320,7 @@ impl Kvfs {
             return None;
         }
         let copy = s.shared_copy(i.domain, false, i.size as usize)?;
-        drop(s);
-        buf.resize(i.size as usize, 0);
-        let r = self
-            .client
-            .read_outside(copy, i.domain, |c| c.read(i.root * PAGE, buf));
-        Some(r.map(|()| true))
+        Some((i, copy))
     }
 
     /// Removes `key`; returns whether it existed.

@@ -5,11 +5,13 @@
 //! the mean latency per operation. `pmlab reproduce aerie` drives the same code with
 //! the paper's sizes and adds FileBench's personalities.
 
+pub mod iobuf;
 pub mod ops;
 pub mod table2;
 
 use std::path::{Path, PathBuf};
 
+pub use iobuf::IoBuf;
 pub use ops::{FileOps, Handle, KernelDir, PxfsMount, PxfsVolume, VolumeSize};
 
 use pmlab_fs::error::{FsError, Result};

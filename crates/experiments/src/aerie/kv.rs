@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use pmlab_fs::kvfs::Kvfs;
 use pmlab_fs::{FsError, Result};
+use pmlab_fscheck::bench::IoBuf;
 
 use super::filebench::{Fileset, Target};
 
@@ -20,12 +21,14 @@ pub struct KvTarget {
     counts_revocations: bool,
     /// The object being built by createfile/appendfilerand, and its length so far.
     pending: Option<(usize, usize)>,
-    value: Vec<u8>,
-    /// Where gets copy values to: as large as the largest value and touched before the
-    /// timed phase, as the POSIX targets' buffer is. Grown by the gets instead, each of
-    /// FileBench's 100 webproxy threads faulted its buffer's pages in (and copied it as
-    /// it grew) during the timed phase, which the POSIX targets did not.
-    read_buf: Vec<u8>,
+    /// What puts store, page-aligned as the POSIX targets' buffer is (see `IoBuf`).
+    value: IoBuf,
+    /// Where gets copy values to: as large as the largest value, page-aligned and
+    /// touched before the timed phase, as the POSIX targets' buffer is. Grown by the
+    /// gets instead, each of FileBench's 100 webproxy threads faulted its buffer's
+    /// pages in (and copied it as it grew) during the timed phase, which the POSIX
+    /// targets did not.
+    read_buf: IoBuf,
     got: usize,
 }
 
@@ -47,8 +50,8 @@ impl KvTarget {
             kv,
             counts_revocations,
             pending: None,
-            value: vec![0x3c; max_value],
-            read_buf: vec![0x3c; max_value],
+            value: IoBuf::new(max_value, 0x3c),
+            read_buf: IoBuf::new(max_value, 0x3c),
             got: 0,
         }
     }
@@ -107,11 +110,13 @@ impl Target for KvTarget {
     }
     fn open(&mut self, _set: &Fileset, k: usize) -> Result<()> {
         // Into one reused buffer, as the POSIX targets read into theirs.
-        if !self.kv.get_into(&key(k), &mut self.read_buf)? {
-            return Err(FsError::NotFound(key(k)));
+        match self.kv.get_to(&key(k), &mut self.read_buf)? {
+            Some(len) => {
+                self.got += len;
+                Ok(())
+            }
+            None => Err(FsError::NotFound(key(k))),
         }
-        self.got += self.read_buf.len();
-        Ok(())
     }
     fn read_whole(&mut self, _iosize: u64) -> Result<()> {
         // The get in `open` already copied the whole object.

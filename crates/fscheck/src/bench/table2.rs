@@ -10,6 +10,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use super::iobuf::IoBuf;
 use super::ops::FileOps;
 use pmlab_fs::error::Result;
 
@@ -75,13 +76,13 @@ pub fn run<F: FileOps>(fs: &mut F, sizes: &Sizes) -> Result<[f64; 8]> {
 /// The large file's sequential and random reads and writes (`out[0..4]`).
 fn large_file<F: FileOps>(fs: &mut F, sizes: &Sizes, out: &mut [f64; 8]) -> Result<()> {
     let blocks = (sizes.file_bytes / BLOCK as u64).max(1);
-    let page = vec![0x5au8; BLOCK];
-    let mut buf = vec![0u8; BLOCK];
+    let page = IoBuf::new(BLOCK, 0x5a);
+    let mut buf = IoBuf::new(BLOCK, 0);
     // The large file is written once untimed, so the timed sequential write overwrites
     // allocated blocks as the paper's in-place test of an existing file does.
     let big = "/t2/big";
     let h = fs.create(big)?;
-    let chunk = vec![0xa5u8; 1 << 20];
+    let chunk = IoBuf::new(1 << 20, 0xa5);
     let mut left = blocks * BLOCK as u64;
     while left > 0 {
         let n = left.min(chunk.len() as u64) as usize;
@@ -129,7 +130,7 @@ fn large_file<F: FileOps>(fs: &mut F, sizes: &Sizes, out: &mut [f64; 8]) -> Resu
 
 /// Creating, opening, appending to and deleting small files (`out[4..8]`).
 fn small_files<F: FileOps>(fs: &mut F, sizes: &Sizes, out: &mut [f64; 8]) -> Result<()> {
-    let page = vec![0x5au8; BLOCK];
+    let page = IoBuf::new(BLOCK, 0x5a);
     let n = sizes.files;
     let name = |k: usize| format!("/t2/f{k}");
     out[5] = timed(n, || {

@@ -1,7 +1,7 @@
 //! Personalities through a [`FileOps`] file system: PXFS, tmpfs, ext4.
 
 use pmlab_fs::Result;
-use pmlab_fscheck::bench::{FileOps, Handle};
+use pmlab_fscheck::bench::{FileOps, Handle, IoBuf};
 
 use super::{Fileset, Target};
 
@@ -10,7 +10,8 @@ pub struct PosixTarget<'a, F: FileOps> {
     fs: &'a mut F,
     open: Option<Handle>,
     log: Option<Handle>,
-    buf: Vec<u8>,
+    /// Page-aligned, as every target's buffers are (see `IoBuf`).
+    buf: IoBuf,
 }
 
 impl<'a, F: FileOps> PosixTarget<'a, F> {
@@ -20,7 +21,7 @@ impl<'a, F: FileOps> PosixTarget<'a, F> {
             fs,
             open: None,
             log: None,
-            buf: vec![0x3c; iosize.max(1) as usize],
+            buf: IoBuf::new(iosize.max(1) as usize, 0x3c),
         }
     }
 
