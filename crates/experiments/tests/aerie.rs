@@ -114,6 +114,15 @@ fn tiny_run_writes_outputs_and_counts_match_the_personalities() {
     );
     // KVFS on webproxy and three personalities, at both thread counts; eight Table 2 rows.
     assert_eq!(report.targets.len(), 2 + 3 * 2 + 8);
+    // Each target's ratio repetition by repetition, from the same samples as its medians.
+    for t in &report.targets {
+        assert_eq!(t.per_repetition.len(), config.reps, "{}", t.target);
+    }
+    let kv = |sys| report.filebench_samples(Personality::Webproxy, sys, 1)[0];
+    assert_eq!(
+        report.targets[0].per_repetition[0],
+        kv("tmpfs") / kv("KVFS")
+    );
     let text = report.to_string();
     assert!(text.contains("Table 2") && text.contains("Figure 2") && text.contains("webproxy"));
 }
