@@ -14,7 +14,6 @@
 //! object's extent is handed out again however fragmented the domain has become.
 
 use crate::client::Client;
-use crate::client::Copy;
 use crate::error::{FsError, Result};
 use crate::inode::{Inode, Kind};
 use crate::journal::Op;
@@ -257,7 +256,8 @@ impl Kvfs {
     }
 
     /// Copies the value stored under `key` into the start of `buf`, as much of it as
-    /// fits, and returns the value's whole length, or `None` if `key` holds no value: a
+    /// fits, and returns the value's whole length (which may exceed the bytes copied,
+    /// unlike `read`'s count), or `None` if `key` holds no value: a
     /// read into an array the caller placed where it wants it (the benchmarks read
     /// into page-aligned buffers, see `pmlab_fscheck::bench::iobuf`).
     pub fn get_to(&self, key: &str, buf: &mut [u8]) -> Result<Option<usize>> {
@@ -268,7 +268,8 @@ impl Kvfs {
     }
 
     /// The get of [`Kvfs::get_into`] and [`Kvfs::get_to`]: `place` is told the value's
-    /// length (once, if the key exists) and gives the bytes to copy it into.
+    /// length (once, if the key names a KVFS object) and gives the bytes to copy it
+    /// into.
     fn get_placed<'b>(
         &self,
         key: &str,
@@ -310,7 +311,7 @@ impl Kvfs {
     /// The inode of a key whose bucket lease, name and inode are cached, and a copy to
     /// read its value through, found under the state shared with the process's other
     /// threads (see `client::shared`); `None` leaves the get to the exclusive path.
-    fn cached_copy(&self, key: &str) -> Option<(Inode, Copy)> {
+    fn cached_copy(&self, key: &str) -> Option<(Inode, crate::client::Copy)> {
         let s = self.client.state_shared();
         if !s.known_covered_shared(self.lock_of(key), false) {
             return None;

@@ -147,3 +147,32 @@ fn threads_of_a_store_and_another_client_put_and_get_the_same_keys() {
     drop((kv, other));
     svc.stop().unwrap();
 }
+
+/// A get into the caller's array (`Kvfs::get_to`) fills what fits, leaves the rest of
+/// the array alone and says how long the value is, both through libFS's state and
+/// through its caches under the shared state: on tmpfs, where copies run outside the
+/// state, the first get of a key fills the caches and the next ones are served from
+/// them.
+#[test]
+fn a_get_into_the_callers_array_fills_what_fits_through_the_caches_too() {
+    let (tmp, svc) = serve();
+    let kv = open(&tmp);
+    let long = value(1, 1000);
+    kv.put("long", &long).unwrap();
+    kv.put("short", b"eight by").unwrap();
+    kv.sync().unwrap();
+    for round in 0..3 {
+        let mut part = [1u8; 100];
+        assert_eq!(kv.get_to("long", &mut part).unwrap(), Some(long.len()));
+        assert_eq!(part[..], long[..100], "round {round}");
+        let mut wide = vec![1u8; long.len() + 64];
+        assert_eq!(kv.get_to("long", &mut wide).unwrap(), Some(long.len()));
+        assert_eq!(wide[..long.len()], long[..], "round {round}");
+        assert!(wide[long.len()..].iter().all(|&x| x == 1), "round {round}");
+        assert_eq!(kv.get_to("short", &mut wide).unwrap(), Some(8));
+        assert_eq!(&wide[..8], b"eight by");
+        assert_eq!(kv.get_to("none", &mut wide).unwrap(), None);
+    }
+    drop(kv);
+    svc.stop().unwrap();
+}

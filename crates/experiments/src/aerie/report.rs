@@ -19,8 +19,8 @@ pub struct TargetCheck {
     /// The measured ratio (of the medians over repetitions).
     pub measured: f64,
     /// The same ratio repetition by repetition (each system's repetition `i` ran in the
-    /// same round, from the same seed, one after the other): how far one repetition
-    /// moves it on this machine.
+    /// same round, from the same seed): how far one repetition moves it on this
+    /// machine.
     pub per_repetition: Vec<f64>,
     /// The bound.
     pub bound: String,
@@ -51,13 +51,15 @@ fn us(x: f64) -> String {
     }
 }
 
-/// The least and greatest of `v` as "a-b" (one value alone; "-" for none).
+/// The least and greatest finite value of `v` as "a-b" (one value alone; "-" for
+/// none).
 fn spread(v: &[f64]) -> String {
-    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    match v.len() {
+    let finite: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    let lo = finite.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    match finite.len() {
         0 => "-".into(),
-        1 => ratio(lo),
+        _ if lo == hi => ratio(lo),
         _ => format!("{}-{}", ratio(lo), ratio(hi)),
     }
 }
@@ -488,5 +490,8 @@ mod tests {
         assert_eq!(paired(&[1.0, 2.0], &[1.0]), [1.0]);
         assert_eq!(spread(&[1.5]), "1.50");
         assert_eq!(spread(&[]), "-");
+        // A repetition with no figure (a zero or missing sample) is left out.
+        assert_eq!(spread(&[f64::INFINITY, 1.5, f64::NAN, 2.0]), "1.50-2.00");
+        assert_eq!(spread(&[f64::NAN]), "-");
     }
 }
