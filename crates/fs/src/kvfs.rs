@@ -257,9 +257,9 @@ impl Kvfs {
 
     /// Copies the value stored under `key` into the start of `buf`, as much of it as
     /// fits, and returns the value's whole length (which may exceed the bytes copied,
-    /// unlike `read`'s count), or `None` if `key` holds no value: a
-    /// read into an array the caller placed where it wants it (the benchmarks read
-    /// into page-aligned buffers, see `pmlab_fscheck::bench::iobuf`).
+    /// unlike `read`'s count), or `None` if `key` holds no value: a read into an array
+    /// the caller placed where it wants it (the benchmarks read into page-aligned
+    /// buffers, see `pmlab_fscheck::bench::iobuf`).
     pub fn get_to(&self, key: &str, buf: &mut [u8]) -> Result<Option<usize>> {
         self.get_placed(key, move |len| {
             let n = len.min(buf.len());

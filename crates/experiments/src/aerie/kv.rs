@@ -23,11 +23,10 @@ pub struct KvTarget {
     pending: Option<(usize, usize)>,
     /// What puts store, page-aligned as the POSIX targets' buffer is (see `IoBuf`).
     value: IoBuf,
-    /// Where gets copy values to: as large as the largest value, page-aligned and
-    /// touched before the timed phase, as the POSIX targets' buffer is. Grown by the
-    /// gets instead, each of FileBench's 100 webproxy threads faulted its buffer's
-    /// pages in (and copied it as it grew) during the timed phase, which the POSIX
-    /// targets did not.
+    /// Where gets copy values to (`Kvfs::get_to`): as large as the largest value,
+    /// page-aligned and touched before the timed phase, as the POSIX targets' buffer
+    /// is. A buffer the gets grew had each of FileBench's 100 webproxy threads fault
+    /// its pages in during the timed phase, which the POSIX targets did not.
     read_buf: IoBuf,
     got: usize,
 }

@@ -13,6 +13,7 @@
 //! first FileBench repetition on webproxy took up to twice as long as the next ones,
 //! for tmpfs and Aerie alike: the benchmark measured the allocator, not the file
 //! systems.
+//!
 //! Every system under test reads into and writes from the same kind of buffer, so the
 //! choice favours none; page-aligned, they all copy at full speed.
 
