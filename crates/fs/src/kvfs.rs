@@ -276,12 +276,7 @@ impl Kvfs {
         place: impl FnOnce(usize) -> &'b mut [u8],
     ) -> Result<Option<usize>> {
         if let Some((i, copy)) = self.cached_copy(key) {
-            let len = i.size as usize;
-            let buf = place(len);
-            return self
-                .client
-                .read_outside(copy, i.domain, |c| c.read(i.root * PAGE, buf))
-                .map(|()| Some(len));
+            return self.copy_out(copy, &i, place(i.size as usize));
         }
         let mut s = self.client.leased(self.lock_of(key), false)?;
         let Some(ino) = s.lookup(self.dir, key)? else {
@@ -303,9 +298,20 @@ impl Kvfs {
             return Ok(Some(len));
         };
         drop(s);
+        self.copy_out(copy, &i, buf)
+    }
+
+    /// Copies the value of the object of inode `i` into `buf` through `copy`, outside
+    /// the state, and returns the value's whole length.
+    fn copy_out(
+        &self,
+        copy: crate::client::Copy,
+        i: &Inode,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>> {
         self.client
             .read_outside(copy, i.domain, |c| c.read(i.root * PAGE, buf))
-            .map(|()| Some(len))
+            .map(|()| Some(i.size as usize))
     }
 
     /// The inode of a key whose bucket lease, name and inode are cached, and a copy to
